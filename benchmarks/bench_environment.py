@@ -1,0 +1,33 @@
+"""What ran: versions of the libraries under the benchmarks, recorded with every result.
+
+A step on the dashboard that lines up with a jaxlib or NumPy change, not a jax change, is
+explained here. Versions are encoded as major*10000 + minor*100 + micro (0.10.2 -> 1002).
+"""
+
+from jaxbench_helpers import install
+
+
+def _encoded(version):
+    parts = (install.version_tuple(version) + (0, 0, 0))[:3]
+    return parts[0] * 10000 + parts[1] * 100 + parts[2]
+
+
+class Versions:
+    """Library versions in the benchmark environment (major*10000 + minor*100 + micro)."""
+
+    unit = "version"
+
+    def track_jax_version(self):
+        import jax
+
+        return _encoded(jax.__version__)
+
+    def track_jaxlib_version(self):
+        import jaxlib
+
+        return _encoded(jaxlib.__version__)
+
+    def track_numpy_version(self):
+        import numpy
+
+        return _encoded(numpy.__version__)

@@ -1,0 +1,50 @@
+"""jaxbench's commands: ``python3 -m jaxbench_helpers COMMAND [ARGS]``.
+
+    main      benchmark the newest JAX releases and publish html/ (the main job)
+    test      run the test suite
+    history   build the release-history git repository from the jax sdists
+    config    write an asv config pointed at another JAX repository
+    install   the asv install step (pairs a jax checkout with a jaxlib)
+
+``main`` and ``test`` first make .venv (asv, pytest, jax) and run inside it.
+"""
+
+import importlib
+import os
+import sys
+
+COMMANDS = {
+    "main": "mainjob",
+    "history": "history",
+    "config": "asvconf",
+    "install": "install",
+}
+
+
+def _run_tests(argv):
+    import subprocess
+
+    from . import bootstrap
+
+    os.chdir(bootstrap.ROOT)
+    return subprocess.run([sys.executable, "-m", "pytest", *argv]).returncode
+
+
+def main(argv):
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in (*COMMANDS, "test"):
+        print(__doc__)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    command, rest = argv[0], argv[1:]
+    if command in ("main", "test"):
+        from . import bootstrap
+
+        if not bootstrap.inside():
+            bootstrap.reexec_inside(argv)
+    if command == "test":
+        return _run_tests(rest)
+    module = importlib.import_module(f"jaxbench_helpers.{COMMANDS[command]}")
+    return module.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,101 @@
+"""Derived asv configurations: the committed suite, pointed at another repository.
+
+``asv.conf.json`` targets upstream JAX. To benchmark a local JAX clone or the release-history
+repository, this writes a copy with a different ``repo`` (and, optionally, other results, html
+and environment folders, profile or platform). Paths in the copy are absolute, so it works from
+any folder: ``asv --config THAT_FILE run ...``.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+from . import platform as jb_platform
+from . import profiles
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join(ROOT, "asv.conf.json")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load_committed():
+    """asv.conf.json as a dict (it has // comments, which asv's json5 parser allows)."""
+    with open(CONFIG) as f:
+        text = f.read()
+    # drop // comments that start a line; no value in the file contains "//" at line start
+    text = re.sub(r"^\s*//.*$", "", text, flags=re.M)
+    return json.loads(text)
+
+
+def _absolute(path):
+    return path if os.path.isabs(path) else os.path.join(ROOT, path)
+
+
+def derive(repo, *, results_dir=None, html_dir=None, env_dir=None, profile=None,
+           platform=None, branches=None, show_commit_url=None):
+    """The committed config with ``repo`` and any given folders or matrix values replaced."""
+    conf = load_committed()
+    if not os.path.isdir(os.path.join(repo, ".git")) and not os.path.isdir(
+            os.path.join(repo, "objects")):
+        raise ConfigError(f"{repo} is not a git repository; pass a JAX clone or the "
+                          "release-history repository (python -m jaxbench_helpers history)")
+    conf["repo"] = os.path.abspath(repo)
+    for key, value in (("results_dir", results_dir), ("html_dir", html_dir),
+                       ("env_dir", env_dir)):
+        conf[key] = os.path.abspath(value) if value else _absolute(conf[key])
+    conf["benchmark_dir"] = _absolute(conf["benchmark_dir"])
+    for key in ("build_command", "install_command", "uninstall_command"):
+        conf[key] = [cmd.replace("{conf_dir}", ROOT) for cmd in conf[key]]
+    env = conf["matrix"]["env_nobuild"]
+    for label, value, known in (("profile", profile, profiles.PROFILES),
+                                ("platform", platform, jb_platform.NAMES)):
+        if value and value not in known:
+            raise ConfigError(f"unknown {label} {value!r}; use one of {', '.join(known)}")
+    if profile:
+        env["JAXBENCH_PROFILE"] = [profile]
+    if platform:
+        env["JAXBENCH_PLATFORM"] = [platform]
+    if branches:
+        conf["branches"] = list(branches)
+    if show_commit_url is not None:
+        conf["show_commit_url"] = show_commit_url
+    return conf
+
+
+def write(conf, path):
+    with open(path, "w") as f:
+        json.dump(conf, f, indent=4)
+        f.write("\n")
+    return path
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repo", required=True, help="a JAX git repository (clone or history)")
+    parser.add_argument("--output", "-o", required=True, help="where to write the config")
+    parser.add_argument("--results-dir")
+    parser.add_argument("--html-dir")
+    parser.add_argument("--env-dir")
+    parser.add_argument("--profile", help="quick, regular or large")
+    parser.add_argument("--platform", help="cpu, gpu, cuda, rocm or tpu")
+    parser.add_argument("--branch", action="append", dest="branches",
+                        help="branch whose history asv follows (default: main)")
+    args = parser.parse_args(argv)
+    try:
+        conf = derive(args.repo, results_dir=args.results_dir, html_dir=args.html_dir,
+                      env_dir=args.env_dir, profile=args.profile, platform=args.platform,
+                      branches=args.branches)
+    except ConfigError as err:
+        print(f"jaxbench config: {err}", file=sys.stderr)
+        return 1
+    print(write(conf, args.output))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The asv install step: pair the jax commit under test with a jaxlib from the package index.
+
+jax is pure Python and asv builds its wheel from the checked-out commit; jaxlib is compiled
+and comes from the index. At any commit jax accepts ``_minimum_jaxlib_version <= jaxlib <=
+_version`` (``jax/version.py``). This step reads those numbers from the checkout, picks one
+installable jaxlib, installs it with jax's other dependencies, then the jax wheel with
+``--no-deps``, then ``jaxbench_helpers`` (editable, so the environment runs this checkout's
+helpers). A commit with no installable jaxlib fails here, so asv skips it and goes on.
+
+Run by asv (see ``install_command`` in asv.conf.json) with the environment's python::
+
+    python -m jaxbench_helpers.install --build-dir DIR --wheel FILE [--dry-run]
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+
+# jaxlib older than this was built against NumPy 1 and breaks under NumPy 2
+FIRST_JAXLIB_FOR_NUMPY2 = (0, 4, 26)
+
+HELPERS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class InstallError(RuntimeError):
+    pass
+
+
+def version_tuple(text):
+    """Numeric release parts of a version string: '0.4.31.dev20240710+abc' -> (0, 4, 31)."""
+    parts = []
+    for piece in re.split(r"[.+]", text.strip()):
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+    return tuple(parts)
+
+
+def _assignment(source, name):
+    match = re.search(rf"^{name}\s*(?::\s*[\w |]+)?=\s*['\"]([^'\"]+)['\"]", source, re.M)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class JaxSource:
+    """What a jax checkout says about the jaxlib it accepts."""
+
+    version: str  # _version: the release, or the next release during a dev cycle
+    minimum_jaxlib: str
+    latest_jaxlib_on_pypi: str = None  # setup.py, what upstream CI pairs a dev commit with
+    is_release: bool = False  # an sdist bakes _release_version in; a git checkout does not
+
+    @classmethod
+    def read(cls, build_dir):
+        version_py = os.path.join(build_dir, "jax", "version.py")
+        try:
+            with open(version_py) as f:
+                source = f.read()
+        except OSError as err:
+            raise InstallError(f"{build_dir} is not a jax checkout: cannot read {err}") from None
+        setup_py = os.path.join(build_dir, "setup.py")
+        setup = open(setup_py).read() if os.path.exists(setup_py) else ""
+        version = _assignment(source, "_version")
+        minimum = _assignment(source, "_minimum_jaxlib_version")
+        if not version or not minimum:
+            raise InstallError(
+                f"{version_py} names no _version or _minimum_jaxlib_version; "
+                "jaxbench supports jax commits from 2021 on"
+            )
+        return cls(
+            version=version,
+            minimum_jaxlib=minimum,
+            latest_jaxlib_on_pypi=_assignment(setup, "_latest_jaxlib_version_on_pypi"),
+            is_release=_assignment(source, "_release_version") is not None,
+        )
+
+
+def choose_jaxlib(source, available):
+    """The jaxlib to pair with ``source`` from the ``available`` versions (strings).
+
+    A release pairs with the jaxlib of the same number, as its users get it. A commit between
+    releases pairs with the jaxlib upstream CI used for it (``_latest_jaxlib_version_on_pypi``,
+    else the minimum), never a jaxlib released after the commit when an older one fits.
+    """
+    low, high = version_tuple(source.minimum_jaxlib), version_tuple(source.version)
+    fits = [v for v in available if low <= version_tuple(v) <= high]
+    if not fits:
+        raise InstallError(
+            f"no jaxlib on the package index fits jax {source.version}: it needs "
+            f">={source.minimum_jaxlib}, <={source.version}, and this Python can install "
+            f"{', '.join(sorted(available, key=version_tuple)) or 'none'}. "
+            "asv skips this commit"
+        )
+    preferred = [source.latest_jaxlib_on_pypi, source.minimum_jaxlib]
+    if source.is_release:
+        preferred.insert(0, source.version)
+    for want in preferred:
+        if want in fits:
+            return want
+    return max(fits, key=version_tuple)
+
+
+def available_jaxlibs(python=sys.executable):
+    """jaxlib versions the index offers for this interpreter and platform."""
+    cmd = [python, "-m", "pip", "index", "versions", "jaxlib"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    match = re.search(r"Available versions:\s*(.*)", proc.stdout)
+    if proc.returncode != 0 or not match:
+        raise InstallError(
+            f"could not list jaxlib versions ({' '.join(cmd)} exited {proc.returncode}): "
+            f"{proc.stderr.strip()[-500:]}"
+        )
+    return [v.strip() for v in match.group(1).split(",") if v.strip()]
+
+
+def wheel_requirements(wheel):
+    """jax's own run-time dependencies from the wheel's metadata, jaxlib excluded."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = zf.read(name).decode()
+    reqs = []
+    for line in metadata.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        req = line.split(":", 1)[1].strip()
+        if ";" in req or re.match(r"jaxlib\b", req):
+            continue  # extras and environment-marked deps are not part of a CPU install
+        reqs.append(req)
+    return reqs
+
+
+def plan(build_dir, wheel, available):
+    """The pip commands that install this commit, as lists of arguments."""
+    source = JaxSource.read(build_dir)
+    jaxlib = choose_jaxlib(source, available)
+    deps = [f"jaxlib=={jaxlib}"] + (wheel_requirements(wheel) if wheel else [])
+    if version_tuple(jaxlib) < FIRST_JAXLIB_FOR_NUMPY2:
+        deps.append("numpy<2")
+    pip = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check"]
+    commands = [pip + deps]
+    if wheel:
+        commands.append(pip + ["--no-deps", "--force-reinstall", wheel])
+    commands.append(pip + ["--no-deps", "-e", HELPERS_DIR])
+    return source, jaxlib, commands
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build-dir", required=True, help="the jax checkout asv built")
+    parser.add_argument("--wheel", help="the jax wheel asv built from it")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, install nothing")
+    args = parser.parse_args(argv)
+    try:
+        source, jaxlib, commands = plan(args.build_dir, args.wheel, available_jaxlibs())
+    except InstallError as err:
+        print(f"jaxbench install: {err}", file=sys.stderr)
+        return 1
+    kind = "release" if source.is_release else "commit between releases"
+    print(f"jaxbench install: jax {source.version} ({kind}, accepts jaxlib "
+          f">={source.minimum_jaxlib}) -> jaxlib {jaxlib}", flush=True)
+    for cmd in commands:
+        print("jaxbench install: " + " ".join(cmd), flush=True)
+        if not args.dry_run:
+            subprocess.run(cmd, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The main job: JAX's newest releases, benchmarked and published.
+
+Builds (or extends) the release-history repository, points a derived asv configuration at it,
+runs the suite over the newest releases this Python can install, and publishes ``html/`` from
+``results/``. A rerun skips what already succeeded, so an interrupted run resumes.
+"""
+
+import argparse
+import os
+import platform as host
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import asvconf, history
+
+ROOT = asvconf.ROOT
+STATE = os.path.join(ROOT, ".asv")
+HISTORY_REPO = os.path.join(STATE, "jax-releases")
+FIRST_RELEASE = "0.4.20"
+
+
+def asv(config, *args):
+    """Run asv with ``config``; returns its exit code."""
+    cmd = [sys.executable, "-m", "asv", "--config", config, *args]
+    print("jaxbench: " + " ".join(cmd), flush=True)
+    return subprocess.run(cmd).returncode
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="regular", help="quick, regular (default) or large")
+    parser.add_argument("--releases", type=int, default=2,
+                        help="how many of the newest releases to run (default 2)")
+    parser.add_argument("--range", dest="commits", help="an asv range instead, e.g. "
+                        "jax-v0.9.0..jax-v0.10.2 (tags of the release-history repository)")
+    parser.add_argument("--bench", "-b", action="append", default=[],
+                        help="only benchmarks matching this regex (repeatable)")
+    parser.add_argument("--machine", default=os.environ.get("JAXBENCH_MACHINE", host.node()),
+                        help="machine name for results/ (default: JAXBENCH_MACHINE or hostname)")
+    parser.add_argument("--results-dir", default=os.path.join(ROOT, "results"))
+    parser.add_argument("--html-dir", default=os.path.join(ROOT, "html"))
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+
+    releases = history.build(HISTORY_REPO, first=FIRST_RELEASE)
+    config = asvconf.write(
+        asvconf.derive(HISTORY_REPO, profile=args.profile, results_dir=args.results_dir,
+                       html_dir=args.html_dir, show_commit_url=""),
+        os.path.join(STATE, "asv.releases.conf.json"),
+    )
+    if args.commits:
+        spec = args.commits
+    else:
+        chosen = releases[-args.releases:]
+        print("jaxbench: releases " + ", ".join(v for v, _ in chosen), flush=True)
+        hashfile = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, dir=STATE)
+        hashfile.write("".join(f"{h}\n" for _, h in chosen))
+        hashfile.close()
+        spec = f"HASHFILE:{hashfile.name}"
+
+    rc = asv(config, "machine", "--yes", "--machine", args.machine)
+    if rc:
+        return rc
+    bench = [a for b in args.bench for a in ("--bench", b)]
+    run_rc = asv(config, "run", spec, "--machine", args.machine, "--skip-existing-successful",
+                 "--show-stderr", *bench)
+    # publish even after a failed benchmark: what did finish is kept and shown
+    publish_rc = asv(config, "publish")
+    minutes = (time.monotonic() - started) / 60
+    print(f"jaxbench: main job finished in {minutes:.1f} min (asv run exit {run_rc}, "
+          f"publish exit {publish_rc}); open {args.html_dir}/index.html or run "
+          f"'asv --config {config} preview'", flush=True)
+    return run_rc or publish_rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

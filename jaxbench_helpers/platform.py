@@ -1,0 +1,61 @@
+"""Which device the suite measures, chosen by JAXBENCH_PLATFORM.
+
+The value is fixed per asv environment (``matrix.env_nobuild``), so the dashboard shows a CPU
+series and a GPU series side by side. A platform with no device skips the benchmark
+(``NotImplementedError``, shown as n/a), an unknown name is an error.
+"""
+
+import os
+
+PLATFORM_ENV = "JAXBENCH_PLATFORM"
+DEFAULT_PLATFORM = "cpu"
+
+# JAXBENCH_PLATFORM -> (value for jax_platforms, name for jax.devices())
+# 'gpu' leaves jax_platforms open because jax.devices('gpu') resolves cuda or rocm itself.
+_PLATFORMS = {
+    "cpu": ("cpu", "cpu"),
+    "gpu": (None, "gpu"),
+    "cuda": ("cuda", "gpu"),
+    "rocm": ("rocm", "gpu"),
+    "tpu": ("tpu", "tpu"),
+}
+
+NAMES = tuple(_PLATFORMS)
+
+
+class PlatformError(ValueError):
+    pass
+
+
+def selected():
+    """The platform name from JAXBENCH_PLATFORM, validated."""
+    name = os.environ.get(PLATFORM_ENV, DEFAULT_PLATFORM).strip().lower() or DEFAULT_PLATFORM
+    if name not in _PLATFORMS:
+        raise PlatformError(
+            f"{PLATFORM_ENV}={name!r} is not a platform; use one of {', '.join(_PLATFORMS)}"
+        )
+    return name
+
+
+def configure():
+    """Restrict JAX to the selected platform. Must run before the first device query."""
+    jax_platforms, _ = _PLATFORMS[selected()]
+    if jax_platforms is not None:
+        os.environ["JAX_PLATFORMS"] = jax_platforms
+        import jax
+
+        jax.config.update("jax_platforms", jax_platforms)
+
+
+def device():
+    """The first device of the selected platform, or NotImplementedError to skip."""
+    import jax
+
+    name = selected()
+    try:
+        devices = jax.devices(_PLATFORMS[name][1])
+    except RuntimeError as err:
+        raise NotImplementedError(f"no {name} device here ({err})") from None
+    if not devices:
+        raise NotImplementedError(f"no {name} device here")
+    return devices[0]

@@ -1,0 +1,32 @@
+"""Running real asv from the tests, against derived configs in temporary folders."""
+
+import os
+import subprocess
+import sys
+
+from jaxbench_helpers import asvconf
+
+
+def git_repo(path):
+    """A one-commit git repository: enough for asv commands that build nothing."""
+    os.makedirs(path, exist_ok=True)
+    for cmd in (["init", "-q", "-b", "main"],
+                ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                 "--allow-empty", "-m", "empty"]):
+        subprocess.run(["git", *cmd], cwd=path, check=True)
+    return path
+
+
+def config(tmp_path, repo, profile="quick", **kwargs):
+    conf = asvconf.derive(str(repo), results_dir=str(tmp_path / "results"),
+                          html_dir=str(tmp_path / "html"), env_dir=str(tmp_path / "env"),
+                          profile=profile, **kwargs)
+    return asvconf.write(conf, str(tmp_path / "asv.conf.json"))
+
+
+def asv(conf, *args, env=None, timeout=3600):
+    """Run asv; returns (exit code, combined output)."""
+    proc = subprocess.run([sys.executable, "-m", "asv", "--config", conf, *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+    return proc.returncode, proc.stdout + proc.stderr

@@ -1,0 +1,33 @@
+"""The suite as asv sees it: discovery, argument checks, and one run of every benchmark."""
+
+import json
+import os
+import re
+
+from asv_tools import asv, config, git_repo
+
+
+def test_asv_check_passes(tmp_path):
+    conf = config(tmp_path, git_repo(tmp_path / "repo"))
+    rc, out = asv(conf, "check", "--python=same")
+    assert rc == 0, out
+
+
+def test_every_benchmark_runs_once_without_error(tmp_path):
+    conf = config(tmp_path, git_repo(tmp_path / "repo"))
+    rc, out = asv(conf, "machine", "--yes", "--machine", "ci")
+    assert rc == 0, out
+    # existing environments ignore matrix env vars, so the profile comes from here
+    rc, out = asv(conf, "run", "--python=same", "--quick", "--dry-run", "--show-stderr",
+                  "--machine", "ci", env={"JAXBENCH_PROFILE": "quick"})
+    assert rc == 0, out
+    assert "failed" not in out.lower(), out
+    names = json.load(open(os.path.join(tmp_path, "results", "benchmarks.json")))
+    names.pop("version")
+    timed = [n for n in names if ".time_" in n]
+    assert len(timed) >= 18, timed  # two seed workloads x nine phases
+    # one status line per benchmark: "ok" for timings, the value for tracks
+    lines = re.findall(r"^\[\s*[\d.]+%\] ··· (\S*bench_\S+|\.\.\.\S+)\s+(\S+)$", out, re.M)
+    assert len(lines) == len(names), out
+    for name, status in lines:
+        assert status == "ok" or status.isdigit(), (name, status)

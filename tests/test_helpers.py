@@ -1,0 +1,140 @@
+"""The helper modules that need no JAX: profiles, platforms, data, versions, configs."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from jaxbench_helpers import asvconf, data, install, platform, profiles
+
+
+def test_profile_defaults_to_regular(monkeypatch):
+    monkeypatch.delenv("JAXBENCH_PROFILE", raising=False)
+    assert profiles.current().name == "regular"
+    assert profiles.current().matrix_side == 1000  # the docs' 1000x1000 matmul
+
+
+def test_unknown_profile_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("JAXBENCH_PROFILE", "huge")
+    with pytest.raises(profiles.ProfileError, match="JAXBENCH_PROFILE='huge'.*quick, regular"):
+        profiles.current()
+
+
+def test_unknown_platform_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("JAXBENCH_PLATFORM", "quantum")
+    with pytest.raises(platform.PlatformError, match="JAXBENCH_PLATFORM='quantum'.*cpu, gpu"):
+        platform.selected()
+
+
+def test_missing_platform_skips_the_benchmark(monkeypatch):
+    monkeypatch.setenv("JAXBENCH_PLATFORM", "gpu")
+    with pytest.raises(NotImplementedError, match="no gpu device"):
+        platform.device()
+
+
+def test_data_is_seeded_read_only_and_cached():
+    a = data.normal((3, 4), "float32")
+    assert a is data.normal([3, 4], np.float32)
+    assert a.dtype == np.float32 and not a.flags.writeable
+    rng = np.random.default_rng(data.SEED)
+    np.testing.assert_array_equal(a, rng.standard_normal((3, 4)).astype(np.float32))
+
+
+@pytest.mark.parametrize("text, want", [
+    ("0.4.31.dev20240710+abc123", (0, 4, 31)),
+    ("0.9.0.1", (0, 9, 0, 1)),
+    ("0.10.2", (0, 10, 2)),
+    ("0.4.20rc1", (0, 4)),
+])
+def test_version_tuple(text, want):
+    assert install.version_tuple(text) == want
+
+
+AVAILABLE = ["0.4.13", "0.4.18", "0.4.19", "0.4.20", "0.4.30", "0.4.31", "0.10.1", "0.10.2"]
+
+
+def test_release_pairs_with_the_same_jaxlib():
+    src = install.JaxSource("0.10.2", "0.10.1", latest_jaxlib_on_pypi="0.10.1", is_release=True)
+    assert install.choose_jaxlib(src, AVAILABLE) == "0.10.2"
+
+
+def test_commit_between_releases_pairs_with_what_ci_used():
+    # a 0.4.31 dev commit must not get jaxlib 0.4.31, released after it
+    src = install.JaxSource("0.4.31", "0.4.30", latest_jaxlib_on_pypi="0.4.30")
+    assert install.choose_jaxlib(src, AVAILABLE) == "0.4.30"
+
+
+def test_release_without_its_jaxlib_takes_the_newest_that_fits():
+    src = install.JaxSource("0.4.21", "0.4.14", is_release=True)
+    assert install.choose_jaxlib(src, AVAILABLE) == "0.4.20"
+
+
+def test_no_installable_jaxlib_is_a_clear_error():
+    src = install.JaxSource("0.4.16", "0.4.14", is_release=True)
+    with pytest.raises(install.InstallError, match="no jaxlib .* fits jax 0.4.16.*skips"):
+        install.choose_jaxlib(src, AVAILABLE)
+
+
+def _fake_checkout(tmp_path, version_py, setup_py=""):
+    (tmp_path / "jax").mkdir()
+    (tmp_path / "jax" / "version.py").write_text(version_py)
+    (tmp_path / "setup.py").write_text(setup_py)
+    return str(tmp_path)
+
+
+def test_reads_a_release_sdist(tmp_path):
+    path = _fake_checkout(
+        tmp_path,
+        '_version = "0.10.2"\n_release_version: str = \'0.10.2\'\n'
+        "_minimum_jaxlib_version = '0.10.1'\n",
+        "_latest_jaxlib_version_on_pypi = '0.10.1'\n",
+    )
+    assert install.JaxSource.read(path) == install.JaxSource("0.10.2", "0.10.1", "0.10.1", True)
+
+
+def test_reads_a_git_checkout(tmp_path):
+    path = _fake_checkout(
+        tmp_path,
+        '_version: str = "0.4.31"\n_release_version: str | None = None\n'
+        '_minimum_jaxlib_version: str = "0.4.30"\n',
+    )
+    src = install.JaxSource.read(path)
+    assert (src.version, src.minimum_jaxlib, src.is_release) == ("0.4.31", "0.4.30", False)
+
+
+def test_not_a_jax_checkout(tmp_path):
+    with pytest.raises(install.InstallError, match="not a jax checkout"):
+        install.JaxSource.read(str(tmp_path))
+
+
+def test_old_jaxlib_gets_numpy_1(tmp_path):
+    path = _fake_checkout(
+        tmp_path, "_version = '0.4.20'\n_release_version = '0.4.20'\n"
+                  "_minimum_jaxlib_version = '0.4.14'\n")
+    _, jaxlib, commands = install.plan(path, None, AVAILABLE)
+    assert jaxlib == "0.4.20"
+    assert "numpy<2" in commands[0] and "jaxlib==0.4.20" in commands[0]
+    assert commands[-1][-2:] == ["-e", install.HELPERS_DIR]
+
+
+def test_derived_config_points_elsewhere(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    conf = asvconf.derive(str(repo), results_dir=str(tmp_path / "r"), profile="quick")
+    assert conf["repo"] == str(repo)
+    assert conf["results_dir"] == str(tmp_path / "r")
+    assert os.path.isabs(conf["html_dir"]) and os.path.isabs(conf["benchmark_dir"])
+    assert conf["matrix"]["env_nobuild"]["JAXBENCH_PROFILE"] == ["quick"]
+    assert all("{conf_dir}" not in c for c in conf["install_command"])
+    assert asvconf.load_committed()["repo"].endswith("jax-ml/jax.git")  # committed file intact
+    path = asvconf.write(conf, str(tmp_path / "asv.json"))
+    assert json.load(open(path))["repo"] == str(repo)
+
+
+def test_derived_config_rejects_bad_input(tmp_path):
+    with pytest.raises(asvconf.ConfigError, match="not a git repository"):
+        asvconf.derive(str(tmp_path))
+    (tmp_path / ".git").mkdir()
+    with pytest.raises(asvconf.ConfigError, match="unknown profile 'huge'"):
+        asvconf.derive(str(tmp_path), profile="huge")
