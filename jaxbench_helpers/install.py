@@ -89,11 +89,12 @@ def choose_jaxlib(source, available):
     low, high = version_tuple(source.minimum_jaxlib), version_tuple(source.version)
     fits = [v for v in available if low <= version_tuple(v) <= high]
     if not fits:
+        ordered = sorted(available, key=version_tuple)
+        offer = f"{len(ordered)} versions, {ordered[0]} to {ordered[-1]}" if ordered else "none"
         raise InstallError(
             f"no jaxlib on the package index fits jax {source.version}: it needs "
             f">={source.minimum_jaxlib}, <={source.version}, and this Python can install "
-            f"{', '.join(sorted(available, key=version_tuple)) or 'none'}. "
-            "asv skips this commit"
+            f"{offer}. asv skips this commit"
         )
     preferred = [source.latest_jaxlib_on_pypi, source.minimum_jaxlib]
     if source.is_release:

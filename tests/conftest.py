@@ -20,3 +20,9 @@ def profile(monkeypatch):
         monkeypatch.setenv("JAXBENCH_PROFILE", name)
 
     return select
+
+
+@pytest.fixture(scope="session")
+def sdist_cache(tmp_path_factory):
+    """One download of each jax sdist per test session."""
+    return str(tmp_path_factory.mktemp("sdists"))

@@ -26,11 +26,6 @@ def git(repo, *args):
 
 
 @pytest.fixture(scope="session")
-def sdist_cache(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("sdists"))
-
-
-@pytest.fixture(scope="session")
 def built(tmp_path_factory, sdist_cache):
     """A from-scratch build of FIRST..LAST: (repo, [(version, hash)])."""
     repo = tmp_path_factory.mktemp("history") / "jax"
