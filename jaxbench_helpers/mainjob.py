@@ -10,7 +10,6 @@ import os
 import platform as host
 import subprocess
 import sys
-import tempfile
 import time
 
 from . import asvconf, history
@@ -55,10 +54,10 @@ def main(argv=None):
     else:
         chosen = releases[-args.releases:]
         print("jaxbench: releases " + ", ".join(v for v, _ in chosen), flush=True)
-        hashfile = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, dir=STATE)
-        hashfile.write("".join(f"{h}\n" for _, h in chosen))
-        hashfile.close()
-        spec = f"HASHFILE:{hashfile.name}"
+        hashfile = os.path.join(STATE, "releases-to-run.txt")
+        with open(hashfile, "w") as f:
+            f.write("".join(f"{h}\n" for _, h in chosen))
+        spec = f"HASHFILE:{hashfile}"
 
     rc = asv(config, "machine", "--yes", "--machine", args.machine)
     if rc:

@@ -8,7 +8,11 @@ temporary folder, never to the committed results/ and html/.
 import glob
 import json
 import os
+import socket
 import subprocess
+import sys
+import time
+import urllib.request
 
 import pytest
 from asv_tools import asv, config
@@ -45,8 +49,12 @@ def suite(tmp_path_factory, sdist_cache):
     conf = config(tmp, repo, profile="quick")
     rc, out = asv(conf, "machine", "--yes", "--machine", "e2e")
     assert rc == 0, out
-    # saved, not --dry-run: publish needs results, and these land in the temporary folder
-    rc, out = asv(conf, "run", "ALL", "--quick", "--show-stderr", "--machine", "e2e", *SUBSET)
+    # saved, not --dry-run: publish needs results, and these land in the temporary folder;
+    # a range (0.10.1, 0.10.2 and the unpairable commit), then a single commit (0.10.0)
+    out = ""
+    for spec in ("jax-v0.10.0..main", "jax-v0.10.0^!"):
+        rc, log = asv(conf, "run", spec, "--quick", "--show-stderr", "--machine", "e2e", *SUBSET)
+        out += log
     (tmp / "run.log").write_text(out)
     return tmp, conf, releases, bad, out
 
@@ -93,6 +101,35 @@ def test_published_dashboard_holds_every_release(suite):
     assert graphs
     points = json.load(open(graphs[0]))
     assert len(points) == len(releases)
+
+
+def test_preview_serves_the_dashboard(suite):
+    tmp, conf, _, _, _ = suite
+    if not (tmp / "html" / "index.html").exists():
+        asv(conf, "publish")
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "asv", "--config", conf, "preview",
+                               "--port", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "asv preview never answered"
+                time.sleep(0.5)
+        assert b"airspeed velocity" in page.lower() or b"asv" in page.lower()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_continuous_compares_two_releases(suite):

@@ -138,3 +138,26 @@ def test_derived_config_rejects_bad_input(tmp_path):
     (tmp_path / ".git").mkdir()
     with pytest.raises(asvconf.ConfigError, match="unknown profile 'huge'"):
         asvconf.derive(str(tmp_path), profile="huge")
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "jaxbench_helpers", *args],
+                          cwd=asvconf.ROOT, capture_output=True, text=True)
+
+
+def test_config_command(tmp_path):
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    out = tmp_path / "asv.releases.conf.json"
+    proc = _cli("config", "--repo", str(tmp_path / "repo"), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.load(open(out))["repo"] == str(tmp_path / "repo")
+    proc = _cli("config", "--repo", str(tmp_path / "repo"), "-o", str(out), "--profile", "huge")
+    assert proc.returncode == 1 and "unknown profile 'huge'" in proc.stderr
+
+
+def test_unknown_command_lists_the_commands():
+    proc = _cli("bogus")
+    assert proc.returncode == 2 and "main" in proc.stdout and "history" in proc.stdout
