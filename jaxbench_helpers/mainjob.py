@@ -6,6 +6,7 @@ runs the suite over the newest releases this Python can install, and publishes `
 """
 
 import argparse
+import json
 import os
 import platform as host
 import subprocess
@@ -18,6 +19,28 @@ ROOT = asvconf.ROOT
 STATE = os.path.join(ROOT, ".asv")
 HISTORY_REPO = os.path.join(STATE, "jax-releases")
 FIRST_RELEASE = "0.4.20"
+
+
+def record_machine(name, path="~/.asv-machine.json"):
+    """Describe this host under ``name`` in asv's machine file.
+
+    ``asv machine --yes --machine NAME`` keeps only the fields that differ from the detected
+    defaults, which leaves results/NAME/machine.json without CPU, cores or memory.
+    """
+    from asv.machine import Machine
+
+    path = os.path.expanduser(path)
+    facts = dict(Machine.get_defaults(), machine=name)
+    try:
+        with open(path) as f:
+            machines = json.load(f)
+    except FileNotFoundError:
+        machines = {"version": 1}
+    machines[name] = facts
+    with open(path, "w") as f:
+        json.dump(machines, f, indent=4)
+    print(f"jaxbench: machine {name}: {facts['cpu']}, {facts['num_cpu']} cores, "
+          f"{int(facts['ram']) / 2**30:.0f} GiB", flush=True)
 
 
 def asv(config, *args):
@@ -59,9 +82,7 @@ def main(argv=None):
             f.write("".join(f"{h}\n" for _, h in chosen))
         spec = f"HASHFILE:{hashfile}"
 
-    rc = asv(config, "machine", "--yes", "--machine", args.machine)
-    if rc:
-        return rc
+    record_machine(args.machine)
     bench = [a for b in args.bench for a in ("--bench", b)]
     run_rc = asv(config, "run", spec, "--machine", args.machine, "--skip-existing-successful",
                  "--show-stderr", *bench)
