@@ -10,7 +10,7 @@ import numpy as np
 from jaxbench_helpers import workload
 
 
-class SquareMatmul(workload.Workload):
+class SquareMatmul(workload.AllPhases, workload.Workload):
     """jnp.dot(x, x) on a square matrix (1000x1000 in the regular profile): the docs' example
     whose dispatch-only timing looked like 269 us."""
 
@@ -30,7 +30,7 @@ class SquareMatmul(workload.Workload):
         return (self.normal((side, side), dtype),)
 
 
-class CenteredGram(workload.Workload):
+class CenteredGram(workload.AllPhases, workload.Workload):
     """x.T @ (x - x.mean(axis=0)): a reduction, a broadcast and a matmul fused in one program
     (the second example of the async-dispatch docs)."""
 

@@ -1,7 +1,7 @@
 """The workload base class: one subclass per workload, one ``time_*`` method per phase.
 
-A subclass names a JAX program, the same maths in NumPy, and its inputs; this class turns that
-into the phases the dashboard shows:
+A subclass names a JAX program, its inputs and (where one exists) the same maths in NumPy;
+phase mixins turn that into the numbers the dashboard shows. ``AllPhases`` gives every phase:
 
 ==========================  =================================================================
 ``time_run``                one call of the compiled program, inputs already on the device
@@ -15,6 +15,10 @@ into the phases the dashboard shows:
 ``time_numpy``              the NumPy reference on the same host inputs and dtype
 ==========================  =================================================================
 
+Smaller sets: ``RunPhase``, ``DispatchPhases``, ``StagePhases`` (trace, lower, compile),
+``TransferPhases``, ``NumpyBaseline``; ``CompiledFacts`` adds deterministic ``track_*`` facts
+(FLOPs, bytes, instruction and equation counts, buffer sizes).
+
 Per process, ``setup`` is idempotent: the program is compiled (or loaded from the persistent
 cache that ``setup_cache`` filled) once, inputs go to the device once. Cold phases each consume
 one fresh staged object per sample, which ``setup`` replaces outside the timing.
@@ -23,6 +27,7 @@ one fresh staged object per sample, which ``setup`` replaces outside the timing.
 import abc
 import functools
 import itertools
+import re
 import types
 
 import numpy as np
@@ -77,30 +82,36 @@ class Prepared:
     def __init__(self, workload, params):
         self.workload = workload
         self.params = params
-        self.dtype = params[0]
-        compat.set_x64(self.dtype == "float64")
+        # the dtype parameter, where the workload has one, decides whether x64 is on
+        self.dtype = dict(zip(workload.param_names, params)).get("dtype", "float32")
+        compat.set_x64(self.dtype in ("float64", "complex128", "int64"))
         self.device = platform.device()
         profile = profiles.current()
-        self.host_args = workload.inputs(profile, self.dtype, dispatch=False)
+        self.host_args = workload.inputs(profile, *params, dispatch=False)
         self.args = device.put(self.host_args, self.device)
-        self.tiny_args = device.put(workload.inputs(profile, self.dtype, dispatch=True),
-                                    self.device)
-        self.run = self._jit(workload.program)
+        self.tiny_args = None
+        if isinstance(workload, DispatchPhases):
+            self.tiny_args = device.put(workload.inputs(profile, *params, dispatch=True),
+                                        self.device)
+        self.run = self._jit(workload.program) if workload.jit_program else workload.program
         self.slots = {}
 
     def _jit(self, fn):
         import jax
 
-        return jax.jit(fn)
+        return jax.jit(fn, **self.workload.jit_options)
 
     def warm(self):
-        """Compile (or load) the program for both input sizes; returns the full-size output."""
+        """Compile (or load) the program for every input size; returns the full-size output."""
         out = device.block(self.run(*self.args))
-        device.block(self.run(*self.tiny_args))
+        if self.tiny_args is not None:
+            device.block(self.run(*self.tiny_args))
         return out
 
     def refill(self):
         """Replace every consumed fresh object; clear caches so the next cold stage is cold."""
+        if not isinstance(self.workload, StagePhases):
+            return
         missing = [s for s in _COLD_STAGES if s not in self.slots]
         if "lower" in missing:
             self.slots["lower"] = self._jit(fresh_function(self.workload.program)).trace(
@@ -118,11 +129,11 @@ class Prepared:
         import jax
 
         if compat.has_trace_stage():
-            return functools.partial(jax.jit(fn).trace, *self.args)
+            return functools.partial(self._jit(fn).trace, *self.args)
         return functools.partial(jax.make_jaxpr(fn), *self.args)
 
     def refill_outputs(self):
-        if "to_host" not in self.slots:
+        if isinstance(self.workload, TransferPhases) and "to_host" not in self.slots:
             self.slots["to_host"] = device.block(self.run(*self.args))
 
     def take(self, slot):
@@ -134,26 +145,47 @@ class Prepared:
                 "(number=1), because setup prepares one never-used object per sample"
             ) from None
 
+    def compiled(self):
+        """The executable ``run`` uses (from the in-memory cache: nothing is recompiled)."""
+        return self.run.lower(*self.args).compile()
+
     def check(self, out):
         """Compare a full-size output with the NumPy reference; raise if it is wrong."""
-        want = np.asarray(self.workload.reference(*self.host_args))
-        got = np.asarray(out)
-        name = type(self.workload).__name__
-        if got.dtype != want.dtype or got.shape != want.shape:
-            raise AssertionError(
-                f"{name}{self.params}: JAX gave {got.dtype}{got.shape}, "
-                f"NumPy {want.dtype}{want.shape} (is x64 really on for float64?)"
-            )
-        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), np.finfo(want.dtype).tiny)
-        if not err <= TOLERANCE[self.dtype]:
-            raise AssertionError(
-                f"{name}{self.params}: relative error {err:.3g} against NumPy exceeds "
-                f"{TOLERANCE[self.dtype]:g}; the benchmark would time a broken computation"
-            )
+        import jax
+
+        name = f"{type(self.workload).__name__}{self.params}"
+        got = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out)]
+        if self.workload.reference is None:
+            bad = [g for g in got if g.dtype.kind in "fc" and not np.isfinite(g).all()]
+            if bad:
+                raise AssertionError(f"{name}: the output has NaN or inf values")
+            return
+        expected = self.workload.reference(*self.host_args)
+        want = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(expected)]
+        if len(got) != len(want):
+            raise AssertionError(f"{name}: JAX gave {len(got)} arrays, NumPy {len(want)}")
+        tolerance = self.workload.tolerance[self.dtype]
+        for g, w in zip(got, want):
+            if g.dtype != w.dtype or g.shape != w.shape:
+                raise AssertionError(
+                    f"{name}: JAX gave {g.dtype}{g.shape}, NumPy {w.dtype}{w.shape} "
+                    "(is x64 really on for float64?)"
+                )
+            if w.dtype.kind not in "fc":
+                if not np.array_equal(g, w):
+                    raise AssertionError(f"{name}: JAX and NumPy disagree on {w.dtype} values")
+                continue
+            err = np.linalg.norm(g - w) / max(np.linalg.norm(w), np.finfo(w.dtype).tiny)
+            if not err <= tolerance:
+                raise AssertionError(
+                    f"{name}: relative error {err:.3g} against NumPy exceeds {tolerance:g}; "
+                    "the benchmark would time a broken computation"
+                )
 
 
 class Workload(abc.ABC):
-    """Base of every workload class; subclasses define program, reference and inputs."""
+    """Base of every workload class: subclasses define program and inputs, and mix in the
+    phases they measure."""
 
     params = [["float32", "float64"]]
     param_names = ["dtype"]
@@ -161,20 +193,24 @@ class Workload(abc.ABC):
     # Results stay comparable across refactors of this file. Bump it here when what a phase
     # times changes, and in a subclass when its program or inputs change.
     version = "1"
+    # The NumPy version of ``program`` (a staticmethod), or None where NumPy has none; then
+    # the output is only checked to be finite.
+    reference = None
+    tolerance = TOLERANCE
+    # keyword arguments for jax.jit (static_argnums, donate_argnums, ...)
+    jit_options = {}
+    # False for eager (op-by-op) workloads: ``program`` is called as it is, not jitted
+    jit_program = True
 
     @staticmethod
     @abc.abstractmethod
-    def program(*arrays):
+    def program(*args):
         """The JAX function being measured (a plain function: it is re-created per trace)."""
 
-    @staticmethod
     @abc.abstractmethod
-    def reference(*arrays):
-        """The same maths in NumPy, for the baseline and the correctness check."""
-
-    @abc.abstractmethod
-    def inputs(self, profile, dtype, dispatch):
-        """Host inputs (a tuple of NumPy arrays); tiny ones when ``dispatch`` is true."""
+    def inputs(self, profile, *params, dispatch):
+        """Host inputs: a tuple of NumPy arrays or pytrees of them, one per ``program``
+        argument, for the parameter values ``params``; tiny ones when ``dispatch`` is true."""
 
     @staticmethod
     def normal(shape, dtype):
@@ -198,13 +234,13 @@ class Workload(abc.ABC):
         finally:
             compile_cache.disable()
 
-    def setup(self, dtype):
-        key = (type(self), (dtype,), profiles.current().name)
+    def setup(self, *params):
+        key = (type(self), params, profiles.current().name)
         prepared = _PREPARED.get(key)
         if prepared is None:
             platform.configure()
             monitor.install()
-            prepared = Prepared(self, (dtype,))
+            prepared = Prepared(self, params)
             prepared.refill()
             with compile_cache.loading_from_shared_dir():
                 prepared.warm()
@@ -214,49 +250,136 @@ class Workload(abc.ABC):
         prepared.refill_outputs()
         self.prepared = prepared
 
-    # ---- phases --------------------------------------------------------------------------
 
+# ---- phases -----------------------------------------------------------------------------
+# Each method takes *params (asv passes the parameter values) and ignores them: the prepared
+# state already holds the inputs for those values.
+
+
+class RunPhase:
     @monitor.forbid_compile
-    def time_run(self, dtype):
+    def time_run(self, *params):
         device.block(self.prepared.run(*self.prepared.args))
 
+
+class DispatchPhases:
     @monitor.forbid_compile
-    def time_dispatch_100_calls(self, dtype):
+    def time_dispatch_100_calls(self, *params):
         run, args = self.prepared.run, self.prepared.tiny_args
         outs = [run(*args) for _ in range(DISPATCH_CALLS)]
         device.block(outs)
 
     @monitor.forbid_compile
-    def time_latency_100_calls(self, dtype):
+    def time_latency_100_calls(self, *params):
         run, args = self.prepared.run, self.prepared.tiny_args
         for _ in range(DISPATCH_CALLS):
             device.block(run(*args))
 
+
+class StagePhases:
     @_cold
-    def time_trace(self, dtype):
+    def time_trace(self, *params):
         self.prepared.take("trace")()
 
     @_cold
-    def time_lower(self, dtype):
+    def time_lower(self, *params):
         traced = self.prepared.take("lower")
         if traced is None:
             skip("lowering alone needs jax.jit(f).trace (jax 0.4.29+)")
         traced.lower()
 
     @_cold
-    def time_compile(self, dtype):
+    def time_compile(self, *params):
         self.prepared.take("compile").compile()
 
+
+class TransferPhases:
     @monitor.forbid_compile
-    def time_to_device(self, dtype):
+    def time_to_device(self, *params):
         device.put(self.prepared.host_args, self.prepared.device)
 
     @_cold
     @monitor.forbid_compile
-    def time_to_host(self, dtype):
+    def time_to_host(self, *params):
         import jax
 
         jax.device_get(self.prepared.take("to_host"))
 
-    def time_numpy(self, dtype):
+
+class NumpyBaseline:
+    def time_numpy(self, *params):
         self.reference(*self.prepared.host_args)
+
+
+class AllPhases(RunPhase, DispatchPhases, StagePhases, TransferPhases, NumpyBaseline):
+    pass
+
+
+def _instruction_count(hlo_text):
+    """Instructions in an HLO module's text (one ``name = op(...)`` line each)."""
+    return sum(1 for line in hlo_text.splitlines() if _HLO_INSTRUCTION.match(line))
+
+
+def _equation_count(jaxpr):
+    """Equations of a jaxpr, counting those inside sub-jaxprs (jit, scan, cond bodies)."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        total += 1
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (list, tuple)) else [value]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    total += _equation_count(inner)
+    return total
+
+
+_HLO_INSTRUCTION = re.compile(r"^\s+(ROOT\s+)?%?[\w.\-]+\s*=\s")
+
+
+class CompiledFacts:
+    """Facts of the compiled program that do not jitter, so a change is always real."""
+
+    def track_flops(self, *params):
+        return self._cost("flops")
+
+    track_flops.unit = "flops"
+
+    def track_bytes_accessed(self, *params):
+        return self._cost("bytes accessed")
+
+    track_bytes_accessed.unit = "bytes"
+
+    def track_hlo_instructions(self, *params):
+        return _instruction_count(self.prepared.compiled().as_text())
+
+    track_hlo_instructions.unit = "instructions"
+
+    def track_jaxpr_equations(self, *params):
+        import jax
+
+        return _equation_count(jax.make_jaxpr(self.program)(*self.prepared.args).jaxpr)
+
+    track_jaxpr_equations.unit = "equations"
+
+    def track_temp_bytes(self, *params):
+        return self._memory("temp_size_in_bytes")
+
+    track_temp_bytes.unit = "bytes"
+
+    def track_output_bytes(self, *params):
+        return self._memory("output_size_in_bytes")
+
+    track_output_bytes.unit = "bytes"
+
+    def _cost(self, key):
+        cost = compat.cost_analysis(self.prepared.compiled())
+        if key not in cost:
+            skip(f"cost_analysis() of this jax has no {key!r}")
+        return cost[key]
+
+    def _memory(self, attribute):
+        stats = self.prepared.compiled().memory_analysis()
+        value = getattr(stats, attribute, None)
+        if value is None:
+            skip(f"memory_analysis() of this jax has no {attribute}")
+        return value
