@@ -5,7 +5,9 @@ and comes from the index. At any commit jax accepts ``_minimum_jaxlib_version <=
 _version`` (``jax/version.py``). This step reads those numbers from the checkout, picks one
 installable jaxlib, installs it with jax's other dependencies, then the jax wheel with
 ``--no-deps``, then ``jaxbench_helpers`` (editable, so the environment runs this checkout's
-helpers). A commit with no installable jaxlib fails here, so asv skips it and goes on.
+helpers). With JAXBENCH_CUDA set (a GPU machine), the CUDA plugin and PJRT packages of exactly
+that jaxlib version come too. A commit with no installable jaxlib (or plugin) fails here, so
+asv skips it and goes on.
 
 Run by asv (see ``install_command`` in asv.conf.json) with the environment's python::
 
@@ -22,6 +24,11 @@ from dataclasses import dataclass
 
 # jaxlib older than this was built against NumPy 1 and breaks under NumPy 2
 FIRST_JAXLIB_FOR_NUMPY2 = (0, 4, 26)
+
+# On a GPU machine, JAXBENCH_CUDA names the CUDA flavour of the plugin to install next to
+# jaxlib (jax-cuda12-plugin and jax-cuda12-pjrt of exactly jaxlib's version).
+CUDA_ENV = "JAXBENCH_CUDA"
+CUDA_FLAVOURS = ("", "cuda12", "cuda13")
 
 HELPERS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -105,14 +112,16 @@ def choose_jaxlib(source, available):
     return max(fits, key=version_tuple)
 
 
-def available_jaxlibs(python=sys.executable):
-    """jaxlib versions the index offers for this interpreter and platform."""
-    cmd = [python, "-m", "pip", "index", "versions", "jaxlib"]
+def available_versions(package, python=sys.executable):
+    """Versions of ``package`` the index offers for this interpreter and platform."""
+    cmd = [python, "-m", "pip", "index", "versions", package]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     match = re.search(r"Available versions:\s*(.*)", proc.stdout)
     if proc.returncode != 0 or not match:
+        if "No matching distribution" in proc.stderr:
+            return []
         raise InstallError(
-            f"could not list jaxlib versions ({' '.join(cmd)} exited {proc.returncode}): "
+            f"could not list {package} versions ({' '.join(cmd)} exited {proc.returncode}): "
             f"{proc.stderr.strip()[-500:]}"
         )
     return [v.strip() for v in match.group(1).split(",") if v.strip()]
@@ -134,11 +143,40 @@ def wheel_requirements(wheel):
     return reqs
 
 
-def plan(build_dir, wheel, available):
-    """The pip commands that install this commit, as lists of arguments."""
+def gpu_selection():
+    """The CUDA flavour asked for by JAXBENCH_CUDA ('' on a CPU machine)."""
+    cuda = os.environ.get(CUDA_ENV, "").strip().lower()
+    if cuda not in CUDA_FLAVOURS:
+        raise InstallError(f"{CUDA_ENV}={cuda!r} is not one of {', '.join(CUDA_FLAVOURS[1:])} "
+                           "(or empty for a CPU-only machine)")
+    return cuda
+
+
+def gpu_requirements(cuda, jaxlib, plugins, pjrts):
+    """The CUDA plugin and PJRT packages matching ``jaxlib`` exactly; a mismatched plugin is
+    ignored by jax (0.5.3+) or crashes it (older), so a missing one fails the install."""
+    missing = [f"jax-{cuda}-{kind}=={jaxlib}" for kind, offered in
+               (("plugin", plugins), ("pjrt", pjrts)) if jaxlib not in offered]
+    if missing:
+        raise InstallError(
+            f"jaxlib {jaxlib} needs {' and '.join(missing)} for {CUDA_ENV}={cuda}, and the "
+            "package index has no such wheel for this Python. asv skips this commit"
+        )
+    return [f"jax-{cuda}-plugin[with-cuda]=={jaxlib}", f"jax-{cuda}-pjrt=={jaxlib}"]
+
+
+def plan(build_dir, wheel, available, cuda="", gpu_available=None):
+    """The pip commands that install this commit, as lists of arguments.
+
+    ``gpu_available`` maps 'plugin' and 'pjrt' to the versions the index offers (GPU only).
+    """
     source = JaxSource.read(build_dir)
     jaxlib = choose_jaxlib(source, available)
     deps = [f"jaxlib=={jaxlib}"] + (wheel_requirements(wheel) if wheel else [])
+    if cuda:
+        gpu_available = gpu_available or {}
+        deps += gpu_requirements(cuda, jaxlib, gpu_available.get("plugin", []),
+                                 gpu_available.get("pjrt", []))
     if version_tuple(jaxlib) < FIRST_JAXLIB_FOR_NUMPY2:
         deps.append("numpy<2")
     pip = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check"]
@@ -156,17 +194,25 @@ def main(argv=None):
     parser.add_argument("--dry-run", action="store_true", help="print the plan, install nothing")
     args = parser.parse_args(argv)
     try:
-        source, jaxlib, commands = plan(args.build_dir, args.wheel, available_jaxlibs())
+        cuda = gpu_selection()
+        gpu_available = {kind: available_versions(f"jax-{cuda}-{kind}")
+                         for kind in ("plugin", "pjrt")} if cuda else None
+        source, jaxlib, commands = plan(args.build_dir, args.wheel,
+                                        available_versions("jaxlib"), cuda, gpu_available)
     except InstallError as err:
         print(f"jaxbench install: {err}", file=sys.stderr)
         return 1
     kind = "release" if source.is_release else "commit between releases"
     print(f"jaxbench install: jax {source.version} ({kind}, accepts jaxlib "
-          f">={source.minimum_jaxlib}) -> jaxlib {jaxlib}", flush=True)
+          f">={source.minimum_jaxlib}) -> jaxlib {jaxlib}"
+          + (f" with the {cuda} plugin" if cuda else " (CPU only)"), flush=True)
     for cmd in commands:
         print("jaxbench install: " + " ".join(cmd), flush=True)
         if not args.dry_run:
-            subprocess.run(cmd, check=True)
+            proc = subprocess.run(cmd)
+            if proc.returncode:
+                print(f"jaxbench install: pip exited {proc.returncode}", file=sys.stderr)
+                return proc.returncode
     return 0
 
 

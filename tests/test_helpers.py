@@ -161,3 +161,45 @@ def test_config_command(tmp_path):
 def test_unknown_command_lists_the_commands():
     proc = _cli("bogus")
     assert proc.returncode == 2 and "main" in proc.stdout and "history" in proc.stdout
+
+
+def _release_checkout(tmp_path, version="0.10.2", minimum="0.10.1"):
+    return _fake_checkout(
+        tmp_path, f"_version = '{version}'\n_release_version = '{version}'\n"
+                  f"_minimum_jaxlib_version = '{minimum}'\n")
+
+
+def test_cpu_machine_installs_no_gpu_packages(tmp_path, monkeypatch):
+    monkeypatch.delenv(install.CUDA_ENV, raising=False)
+    assert install.gpu_selection() == ""
+    _, _, commands = install.plan(_release_checkout(tmp_path), None, AVAILABLE)
+    assert not any("cuda" in arg for cmd in commands for arg in cmd)
+
+
+def test_gpu_machine_installs_plugin_and_pjrt_of_exactly_that_jaxlib(tmp_path, monkeypatch):
+    monkeypatch.setenv(install.CUDA_ENV, "cuda12")
+    offered = {"plugin": ["0.10.1", "0.10.2"], "pjrt": ["0.10.1", "0.10.2"]}
+    _, jaxlib, commands = install.plan(_release_checkout(tmp_path), None, AVAILABLE,
+                                       install.gpu_selection(), offered)
+    assert jaxlib == "0.10.2"
+    assert "jax-cuda12-plugin[with-cuda]==0.10.2" in commands[0]
+    assert "jax-cuda12-pjrt==0.10.2" in commands[0]
+
+
+def test_gpu_machine_without_a_matching_plugin_fails_clearly(tmp_path):
+    offered = {"plugin": ["0.10.1"], "pjrt": ["0.10.1", "0.10.2"]}
+    with pytest.raises(install.InstallError, match=r"jax-cuda12-plugin==0\.10\.2 .*skips"):
+        install.plan(_release_checkout(tmp_path), None, AVAILABLE, "cuda12", offered)
+
+
+def test_unknown_cuda_flavour_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(install.CUDA_ENV, "cuda11")
+    with pytest.raises(install.InstallError, match="JAXBENCH_CUDA='cuda11' is not one of"):
+        install.gpu_selection()
+
+
+def test_install_dry_run_prints_the_plan(tmp_path):
+    proc = _cli("install", "--build-dir", _release_checkout(tmp_path), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "jax 0.10.2 (release, accepts jaxlib >=0.10.1) -> jaxlib 0.10.2 (CPU only)" in (
+        proc.stdout)
