@@ -1,0 +1,114 @@
+"""Accelerator-facing figures: achieved matmul throughput per dtype, and how far Python can
+queue work ahead of the device. Throughput cases are GPU-only and skip elsewhere."""
+
+import statistics
+import time
+
+import jax.numpy as jnp
+
+from jaxbench_helpers import device, workload
+
+# side of the square matmul: large enough to reach a GPU's peak at the large profile
+SIDES = {"quick": 256, "regular": 2048, "large": 8192}
+# side of the program whose queueing depth is measured: about a millisecond of device work
+DEPTH_SIDES = {"quick": 128, "regular": 256, "large": 2048}
+
+# dense tensor-core peak FLOP/s by device kind and dtype, from the vendors' data sheets
+PEAK_FLOPS = {
+    "NVIDIA H100 80GB HBM3": {"bfloat16": 989e12, "float16": 989e12, "float32": 67e12},
+    "NVIDIA H200": {"bfloat16": 989e12, "float16": 989e12, "float32": 67e12},
+    "NVIDIA A100-SXM4-80GB": {"bfloat16": 312e12, "float16": 312e12, "float32": 19.5e12},
+}
+
+TIMED_CALLS = 20
+
+
+def _median_seconds(call, calls=TIMED_CALLS):
+    """Median wall time of ``calls`` waited-for calls (the first, warm-up call is dropped)."""
+    device.block(call())
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        device.block(call())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+class MatmulThroughput(workload.RunPhase, workload.Workload):
+    """Square matmul in float32, bfloat16 and float16 on a GPU: achieved FLOP/s against the
+    device's peak, where a compiler or library regression shows first."""
+
+    params = [["float32", "bfloat16", "float16"]]
+    tolerance = {"float32": 2e-2, "bfloat16": 5e-2, "float16": 5e-2}
+
+    def setup_cache(self):
+        self.warm_compilation_cache()
+
+    def setup(self, *params):
+        from jaxbench_helpers import platform
+
+        platform.configure()
+        if platform.device().platform == "cpu":
+            raise NotImplementedError("GPU-only: CPU matmul throughput is in bench_array_ops")
+        super().setup(*params)
+
+    @staticmethod
+    def program(x):
+        return jnp.dot(x, x)
+
+    @staticmethod
+    def reference(x):
+        return x.astype("float32") @ x.astype("float32")
+
+    def inputs(self, profile, dtype, dispatch):
+        side = SIDES[profile.name]
+        return (self.normal((side, side), "float32").astype(jnp.dtype(dtype)),)
+
+    def track_achieved_flops_per_second(self, dtype):
+        side = self.prepared.args[0].shape[0]
+        seconds = _median_seconds(lambda: self.prepared.run(*self.prepared.args))
+        return 2 * side**3 / seconds
+
+    track_achieved_flops_per_second.unit = "flops/s"
+
+    def track_peak_flops_per_second(self, dtype):
+        kind = self.prepared.device.device_kind
+        if kind not in PEAK_FLOPS:
+            workload.skip(f"no data-sheet peak for {kind!r}")
+        return PEAK_FLOPS[kind][dtype]
+
+    track_peak_flops_per_second.unit = "flops/s"
+
+
+class AsyncDispatchDepth(workload.Workload):
+    """How many calls Python queues before the first one finishes: the work asynchronous
+    dispatch hides (1 where dispatch is synchronous, as on CPU before jax 0.4.33)."""
+
+    params = [["float32"]]
+    max_calls = 1000
+
+    def setup_cache(self):
+        self.warm_compilation_cache()
+
+    @staticmethod
+    def program(x):
+        return jnp.tanh(x @ x)
+
+    def inputs(self, profile, dtype, dispatch):
+        side = DEPTH_SIDES[profile.name]
+        return (self.normal((side, side), dtype) / side,)
+
+    def track_calls_queued_before_first_result(self, dtype):
+        run, args = self.prepared.run, self.prepared.args
+        first = run(*args)
+        if not hasattr(first, "is_ready"):
+            device.block(first)
+            workload.skip("jax.Array.is_ready is missing in this jax")
+        queued, outs = 1, [first]
+        while not first.is_ready() and queued < self.max_calls:
+            outs.append(run(*args))
+            queued += 1
+        device.block(outs)
+        return queued
+
+    track_calls_queued_before_first_result.unit = "calls"

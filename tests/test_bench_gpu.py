@@ -1,0 +1,49 @@
+"""GPU-facing benchmarks: what runs on the CPU here, and that GPU-only cases skip with a reason."""
+
+import pytest
+
+from benchmarks import bench_gpu
+from jaxbench_helpers import workload
+
+
+@pytest.fixture(autouse=True)
+def quick(profile):
+    profile("quick")
+    workload.forget_prepared()
+    yield
+    workload.forget_prepared()
+
+
+@pytest.mark.parametrize("dtype", bench_gpu.MatmulThroughput.params[0])
+def test_throughput_cases_skip_on_cpu_with_a_reason(dtype):
+    with pytest.raises(NotImplementedError, match="GPU-only"):
+        bench_gpu.MatmulThroughput().setup(dtype)
+
+
+def test_achieved_flops_counts_two_flops_per_multiply_add(monkeypatch):
+    bench = bench_gpu.MatmulThroughput()
+    workload.Workload.setup(bench, "float32")  # past the GPU check, to test the arithmetic
+    timed = []
+
+    def half_a_second(call, calls=bench_gpu.TIMED_CALLS):
+        timed.append(call())
+        return 0.5
+
+    monkeypatch.setattr(bench_gpu, "_median_seconds", half_a_second)
+    side = bench_gpu.SIDES["quick"]
+    assert bench.track_achieved_flops_per_second("float32") == 2 * side**3 / 0.5
+    assert timed[0].shape == (side, side)
+
+
+def test_unknown_device_has_no_peak():
+    bench = bench_gpu.MatmulThroughput()
+    workload.Workload.setup(bench, "float32")
+    with pytest.raises(NotImplementedError, match="no data-sheet peak"):
+        bench.track_peak_flops_per_second("float32")
+
+
+def test_async_dispatch_depth_counts_queued_calls():
+    bench = bench_gpu.AsyncDispatchDepth()
+    bench.setup("float32")
+    depth = bench.track_calls_queued_before_first_result("float32")
+    assert isinstance(depth, int) and 1 <= depth <= bench.max_calls
