@@ -37,7 +37,7 @@ def _absolute(path):
 
 
 def derive(repo, *, results_dir=None, html_dir=None, env_dir=None, profile=None,
-           platform=None, branches=None, show_commit_url=None):
+           platforms=None, branches=None, show_commit_url=None):
     """The committed config with ``repo`` and any given folders or matrix values replaced."""
     conf = load_committed()
     if not os.path.isdir(os.path.join(repo, ".git")) and not os.path.isdir(
@@ -52,14 +52,16 @@ def derive(repo, *, results_dir=None, html_dir=None, env_dir=None, profile=None,
     for key in ("build_command", "install_command", "uninstall_command"):
         conf[key] = [cmd.replace("{conf_dir}", ROOT) for cmd in conf[key]]
     env = conf["matrix"]["env_nobuild"]
-    for label, value, known in (("profile", profile, profiles.PROFILES),
-                                ("platform", platform, jb_platform.NAMES)):
+    checks = [("profile", profile, profiles.PROFILES)]
+    checks += [("platform", p, jb_platform.NAMES) for p in platforms or ()]
+    for label, value, known in checks:
         if value and value not in known:
             raise ConfigError(f"unknown {label} {value!r}; use one of {', '.join(known)}")
     if profile:
         env["JAXBENCH_PROFILE"] = [profile]
-    if platform:
-        env["JAXBENCH_PLATFORM"] = [platform]
+    if platforms:
+        # one build per commit serves every platform: each is its own series on the dashboard
+        env["JAXBENCH_PLATFORM"] = list(platforms)
     if branches:
         conf["branches"] = list(branches)
     if show_commit_url is not None:
@@ -82,13 +84,14 @@ def main(argv=None):
     parser.add_argument("--html-dir")
     parser.add_argument("--env-dir")
     parser.add_argument("--profile", help="quick, regular or large")
-    parser.add_argument("--platform", help="cpu, gpu, cuda, rocm or tpu")
+    parser.add_argument("--platform", action="append", dest="platforms",
+                        help="cpu, gpu, cuda, rocm or tpu; repeat for several series")
     parser.add_argument("--branch", action="append", dest="branches",
                         help="branch whose history asv follows (default: main)")
     args = parser.parse_args(argv)
     try:
         conf = derive(args.repo, results_dir=args.results_dir, html_dir=args.html_dir,
-                      env_dir=args.env_dir, profile=args.profile, platform=args.platform,
+                      env_dir=args.env_dir, profile=args.profile, platforms=args.platforms,
                       branches=args.branches)
     except ConfigError as err:
         print(f"jaxbench config: {err}", file=sys.stderr)

@@ -126,6 +126,8 @@ def test_derived_config_points_elsewhere(tmp_path):
     assert conf["results_dir"] == str(tmp_path / "r")
     assert os.path.isabs(conf["html_dir"]) and os.path.isabs(conf["benchmark_dir"])
     assert conf["matrix"]["env_nobuild"]["JAXBENCH_PROFILE"] == ["quick"]
+    both = asvconf.derive(str(repo), platforms=["cpu", "gpu"])
+    assert both["matrix"]["env_nobuild"]["JAXBENCH_PLATFORM"] == ["cpu", "gpu"]
     assert all("{conf_dir}" not in c for c in conf["install_command"])
     assert asvconf.load_committed()["repo"].endswith("jax-ml/jax.git")  # committed file intact
     path = asvconf.write(conf, str(tmp_path / "asv.json"))
@@ -138,6 +140,8 @@ def test_derived_config_rejects_bad_input(tmp_path):
     (tmp_path / ".git").mkdir()
     with pytest.raises(asvconf.ConfigError, match="unknown profile 'huge'"):
         asvconf.derive(str(tmp_path), profile="huge")
+    with pytest.raises(asvconf.ConfigError, match="unknown platform 'quantum'"):
+        asvconf.derive(str(tmp_path), platforms=["cpu", "quantum"])
 
 
 def _cli(*args):
