@@ -39,7 +39,11 @@ def selected():
 
 def configure():
     """Restrict JAX to the selected platform. Must run before the first device query."""
-    jax_platforms, _ = _PLATFORMS[selected()]
+    name = selected()
+    jax_platforms, kind = _PLATFORMS[name]
+    if kind == "gpu":
+        # allocate on demand, so memory_stats() peaks mean what the program used
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if jax_platforms is not None:
         os.environ["JAX_PLATFORMS"] = jax_platforms
         import jax

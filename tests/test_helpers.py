@@ -207,3 +207,10 @@ def test_install_dry_run_prints_the_plan(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "jax 0.10.2 (release, accepts jaxlib >=0.10.1) -> jaxlib 0.10.2 (CPU only)" in (
         proc.stdout)
+
+
+def test_gpu_platform_allocates_on_demand(monkeypatch):
+    monkeypatch.setenv("JAXBENCH_PLATFORM", "gpu")
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    platform.configure()
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
