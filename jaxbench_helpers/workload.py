@@ -68,6 +68,10 @@ def fresh_function(fn):
     )
 
 
+def _has_phase(workload, *names):
+    return any(hasattr(workload, name) for name in names)
+
+
 def _cold(method):
     """Attributes of a phase that must be cold on every sample: one call, no warm-up."""
     method.number = 1
@@ -88,11 +92,11 @@ class Prepared:
         self.device = platform.device()
         profile = profiles.current()
         self.host_args = workload.inputs(profile, *params, dispatch=False)
-        self.args = device.put(self.host_args, self.device)
+        self.args = workload.place(self.host_args, self.device)
         self.tiny_args = None
-        if isinstance(workload, DispatchPhases):
-            self.tiny_args = device.put(workload.inputs(profile, *params, dispatch=True),
-                                        self.device)
+        if _has_phase(workload, "time_dispatch_100_calls", "time_latency_100_calls"):
+            self.tiny_args = workload.place(workload.inputs(profile, *params, dispatch=True),
+                                            self.device)
         self.run = self._jit(workload.program) if workload.jit_program else workload.program
         self.slots = {}
 
@@ -110,7 +114,7 @@ class Prepared:
 
     def refill(self):
         """Replace every consumed fresh object; clear caches so the next cold stage is cold."""
-        if not isinstance(self.workload, StagePhases):
+        if not _has_phase(self.workload, *(f"time_{stage}" for stage in _COLD_STAGES)):
             return
         missing = [s for s in _COLD_STAGES if s not in self.slots]
         if "lower" in missing:
@@ -133,7 +137,7 @@ class Prepared:
         return functools.partial(jax.make_jaxpr(fn), *self.args)
 
     def refill_outputs(self):
-        if isinstance(self.workload, TransferPhases) and "to_host" not in self.slots:
+        if _has_phase(self.workload, "time_to_host") and "to_host" not in self.slots:
             self.slots["to_host"] = device.block(self.run(*self.args))
 
     def take(self, slot):
@@ -216,11 +220,22 @@ class Workload(abc.ABC):
     def normal(shape, dtype):
         return data.normal(shape, dtype)
 
+    # ---- hooks -----------------------------------------------------------------------------
+
+    def configure_process(self):
+        """Process-wide settings that must precede JAX's backend start (XLA flags)."""
+        return None
+
+    def place(self, host_args, target):
+        """Put host inputs where the program expects them, waited for (one device here)."""
+        return device.put(host_args, target)
+
     # ---- setup ---------------------------------------------------------------------------
 
     def warm_compilation_cache(self):
         """For ``setup_cache``: compile every parameter combination into the persistent cache
         in asv's shared directory, and check each output against NumPy once."""
+        self.configure_process()
         platform.configure()
         monitor.install()
         compile_cache.enable(compile_cache.shared_dir())
@@ -240,6 +255,7 @@ class Workload(abc.ABC):
         key = (type(self), params, profiles.current().name)
         prepared = _PREPARED.get(key)
         if prepared is None:
+            self.configure_process()
             platform.configure()
             monitor.install()
             prepared = Prepared(self, params)

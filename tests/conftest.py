@@ -7,9 +7,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-# The in-process tests measure the CPU, whatever the machine has.
+# The in-process tests measure the CPU, whatever the machine has, simulated as 8 devices (as
+# bench_multidevice asks for) before any test starts JAX's backend.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAXBENCH_PLATFORM", "cpu")
+if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               " --xla_force_host_platform_device_count=8").strip()
 
 
 @pytest.fixture
