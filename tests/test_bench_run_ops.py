@@ -1,0 +1,125 @@
+"""The run-phase operation workloads (array ops, linalg, control flow, autodiff, random)
+compute what they claim: each output matches its NumPy reference at every parameter
+combination, and a wrong program is caught before anything is timed."""
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from benchmarks import (
+    bench_array_ops,
+    bench_autodiff,
+    bench_control_flow,
+    bench_linalg,
+    bench_random,
+)
+from jaxbench_helpers import compat, workload
+
+DETERMINISTIC = (bench_array_ops, bench_linalg, bench_control_flow, bench_autodiff)
+MODULES = DETERMINISTIC + (bench_random,)
+
+
+def workload_classes(modules=MODULES):
+    return [cls for mod in modules for _, cls in inspect.getmembers(mod, inspect.isclass)
+            if cls.__module__ == mod.__name__ and issubclass(cls, workload.Workload)]
+
+
+@pytest.fixture
+def quick(profile, tmp_path, monkeypatch):
+    """The quick profile, asv's shared folder in a temporary directory, x64 off after."""
+    profile("quick")
+    monkeypatch.chdir(tmp_path)
+    workload.forget_prepared()
+    yield
+    workload.forget_prepared()
+    compat.set_x64(False)
+
+
+@pytest.mark.parametrize("cls", workload_classes(), ids=lambda cls: cls.__name__)
+def test_every_output_matches_numpy(quick, cls):
+    """setup_cache compiles each parameter combination and checks it against the reference
+    (only for finite values where there is none: the random samplers)."""
+    cls().setup_cache()
+
+
+def test_every_deterministic_workload_has_a_reference():
+    missing = [cls.__name__ for cls in workload_classes(DETERMINISTIC) if cls.reference is None]
+    assert not missing
+
+
+def test_random_samples_have_the_right_distribution(quick):
+    """The random workloads' outputs are only checked to be finite by setup_cache: check
+    their moments and ranges here (4096 draws: the bounds are about 10 standard errors)."""
+    draws = {}
+    for cls in workload_classes([bench_random]):
+        bench = cls()
+        bench.setup("float32")
+        draws[cls.__name__] = np.asarray(bench.prepared.run(*bench.prepared.args))
+    uniform, normal = draws["Uniform"], draws["Normal"]
+    assert uniform.min() >= 0 and uniform.max() < 1 and abs(uniform.mean() - 0.5) < 0.05
+    assert abs(normal.mean()) < 0.15 and abs(normal.std() - 1) < 0.1
+    logits = bench_random.SIZES["quick"]["logits"]
+    assert draws["Categorical"].shape == logits[:1]
+    assert 0 <= draws["Categorical"].min() and draws["Categorical"].max() < logits[1]
+    assert len(np.unique(uniform)) > 0.99 * uniform.size  # not one value repeated
+
+
+# ---- wrong programs: each must fail its check in setup_cache -------------------------------
+
+class SumOverWrongAxis(bench_array_ops.SumOverAxis):
+    @staticmethod
+    def program(named):
+        ((axis, x),) = named.items()
+        return jnp.sum(x, axis=1 if axis == "0" else 0)
+
+
+class TopKSmallest(bench_array_ops.TopK):
+    @staticmethod
+    def program(x):
+        return lax.top_k(-x, bench_array_ops.TOP_K)
+
+
+class SvdWithoutSignConvention(bench_linalg.Svd):
+    @staticmethod
+    def program(a):
+        u, s, vt = jnp.linalg.svd(a, full_matrices=False)
+        return -u, s, -vt  # a valid SVD, but not the one with positive column sums
+
+
+class ScanInReverse(bench_control_flow.Scan):
+    @staticmethod
+    def program(h, xs):
+        def step(h, x):
+            h = jnp.tanh(0.5 * h + x)
+            return h, h
+
+        return lax.scan(step, h, xs, reverse=True)
+
+
+class GradWithoutTheMean(bench_autodiff.Grad):
+    @staticmethod
+    def program(params, x, y):
+        return jax.grad(lambda p: x.shape[0] * bench_autodiff._loss(p, x, y))(params)
+
+
+class RematGradOfReversedLayers(bench_autodiff.RematGrad):
+    @staticmethod
+    def program(ws, x):
+        return jax.grad(bench_autodiff._deep_loss)(ws[::-1], x)[::-1]
+
+
+@pytest.mark.parametrize("cls, message", [
+    (SumOverWrongAxis, r"JAX gave float32\(.*NumPy float32"),
+    (TopKSmallest, "relative error .* against NumPy"),
+    (SvdWithoutSignConvention, "relative error .* against NumPy"),
+    (ScanInReverse, "relative error .* against NumPy"),
+    (GradWithoutTheMean, "relative error .* against NumPy"),
+    (RematGradOfReversedLayers, "relative error .* against NumPy"),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_a_wrong_program_fails_before_anything_is_timed(quick, cls, message):
+    with pytest.raises(AssertionError, match=message):
+        cls().setup_cache()
