@@ -20,9 +20,20 @@ def test_throughput_cases_skip_on_cpu_with_a_reason(dtype):
         bench_gpu.MatmulThroughput().setup(dtype)
 
 
-def test_achieved_flops_counts_two_flops_per_multiply_add(monkeypatch):
+def test_throughput_setup_cache_does_nothing_on_cpu(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bench_gpu.MatmulThroughput().setup_cache()  # must not fail: that would fail every case
+
+
+@pytest.fixture
+def on_cpu_anyway(monkeypatch):
+    """Past the GPU check, to test the arithmetic on this CPU."""
+    monkeypatch.setattr(bench_gpu.MatmulThroughput, "place", workload.Workload.place)
+
+
+def test_achieved_flops_counts_two_flops_per_multiply_add(monkeypatch, on_cpu_anyway):
     bench = bench_gpu.MatmulThroughput()
-    workload.Workload.setup(bench, "float32")  # past the GPU check, to test the arithmetic
+    bench.setup("float32")
     timed = []
 
     def half_a_second(call, calls=bench_gpu.TIMED_CALLS):
@@ -35,9 +46,9 @@ def test_achieved_flops_counts_two_flops_per_multiply_add(monkeypatch):
     assert timed[0].shape == (side, side)
 
 
-def test_unknown_device_has_no_peak():
+def test_unknown_device_has_no_peak(on_cpu_anyway):
     bench = bench_gpu.MatmulThroughput()
-    workload.Workload.setup(bench, "float32")
+    bench.setup("float32")
     with pytest.raises(NotImplementedError, match="no data-sheet peak"):
         bench.track_peak_flops_per_second("float32")
 

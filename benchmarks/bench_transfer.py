@@ -1,0 +1,127 @@
+"""Host <-> device transfers: one float32 array from 1 KB to 64 MB each way, a pytree of 100
+small arrays, and the bandwidth of each direction.
+
+Here the byte size is the parameter on purpose: it is the workload, the same on every profile.
+Every output read back is a freshly computed device array (a device array caches its host copy
+after the first conversion). On CPU, JAX may alias host memory instead of copying (np.asarray of
+a CPU array does; device_put did up to some releases), so CPU figures show JAX's overhead and
+GPU figures the bus.
+"""
+
+import statistics
+import time
+
+import numpy as np
+
+from jaxbench_helpers import data, device, monitor, workload
+
+BYTES = {"1KB": 1 << 10, "64KB": 64 << 10, "1MB": 1 << 20, "16MB": 16 << 20, "64MB": 64 << 20}
+DTYPE = "float32"
+PYTREE_LEAVES = 100
+PYTREE_LEAF_SHAPE = (16, 16)  # 1 KB of float32, about a small layer's bias or norm scale
+# blocking transfers per bandwidth figure; the median of them is reported
+BANDWIDTH_TRANSFERS = 5
+
+
+def _one_array(size):
+    """The seeded float32 array of ``size`` (a key of BYTES), flat."""
+    return data.normal((BYTES[size] // np.dtype(DTYPE).itemsize,), DTYPE)
+
+
+def _doubled(x):
+    # jit returns an input it merely forwards as the same array, host copy included: compute
+    return x * 2
+
+
+def _median_seconds(transfers):
+    """Median wall time of calling each zero-argument blocking callable in ``transfers``."""
+    seconds = []
+    for transfer in transfers:
+        start = time.perf_counter()
+        transfer()
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+class ArrayTransfer(workload.TransferPhases, workload.Workload):
+    """One float32 array, 1 KB to 64 MB, to the device (device_put) and back (device_get,
+    np.asarray): the cost of feeding a model and reading its result."""
+
+    params = [list(BYTES)]
+    param_names = ["size"]
+
+    def setup_cache(self):
+        self.warm_compilation_cache()
+
+    program = staticmethod(_doubled)
+
+    def inputs(self, profile, size, dispatch):
+        return (_one_array(size),)
+
+    def setup(self, *params):
+        super().setup(*params)
+        if params and "np_asarray" not in self.prepared.slots:
+            self.prepared.slots["np_asarray"] = device.block(
+                self.prepared.run(*self.prepared.args))
+
+    @monitor.forbid_compile
+    def time_np_asarray(self, size):
+        np.asarray(self.prepared.take("np_asarray"))
+
+    # one never-converted array per sample, as for time_to_host
+    time_np_asarray.number = 1
+    time_np_asarray.warmup_time = 0.0
+    time_np_asarray.repeat = (5, 10, 20.0)
+
+
+class PytreeTransfer(workload.TransferPhases, workload.Workload):
+    """A pytree of 100 arrays of 1 KB to the device and back: the per-leaf overhead of moving
+    a model's parameters or a batch of features."""
+
+    params = [["float32"]]
+
+    def setup_cache(self):
+        self.warm_compilation_cache()
+
+    @staticmethod
+    def program(*leaves):
+        return [_doubled(leaf) for leaf in leaves]
+
+    def inputs(self, profile, dtype, dispatch):
+        rows = self.normal((PYTREE_LEAVES, int(np.prod(PYTREE_LEAF_SHAPE))), dtype)
+        return tuple(row.reshape(PYTREE_LEAF_SHAPE) for row in rows)
+
+
+class Bandwidth(workload.Workload):
+    """Host<->device bandwidth with one 64 MB float32 array, median of 5 blocking transfers:
+    the figure to compare with the hardware's bus."""
+
+    params = [["64MB"]]
+    param_names = ["size"]
+    unit = "bytes/s"
+
+    def setup_cache(self):
+        self.warm_compilation_cache()
+
+    program = staticmethod(_doubled)
+
+    def inputs(self, profile, size, dispatch):
+        return (_one_array(size),)
+
+    @monitor.forbid_compile
+    def track_to_device_bytes_per_second(self, size):
+        host = self.prepared.host_args[0]
+        target = self.prepared.device
+        seconds = _median_seconds(
+            [lambda: device.put(host, target)] * BANDWIDTH_TRANSFERS)
+        return host.nbytes / seconds
+
+    @monitor.forbid_compile
+    def track_to_host_bytes_per_second(self, size):
+        import jax
+
+        run, args = self.prepared.run, self.prepared.args
+        # fresh outputs, computed and waited for before any timing
+        fresh = [device.block(run(*args)) for _ in range(BANDWIDTH_TRANSFERS)]
+        seconds = _median_seconds([lambda out=out: jax.device_get(out) for out in fresh])
+        return fresh[0].nbytes / seconds

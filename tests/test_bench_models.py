@@ -1,0 +1,161 @@
+"""The model, transfer, startup and memory benchmarks compute what their names say (CPU, quick
+profile)."""
+
+import math
+import os
+import re
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from benchmarks import bench_memory, bench_models, bench_startup, bench_transfer
+from jaxbench_helpers import profiles, workload
+
+MODELS = [bench_models.MLPTrainStep, bench_models.TransformerBlock, bench_models.CNNTrainStep,
+          bench_models.ODEIntegration]
+TRAIN_STEPS = [bench_models.MLPTrainStep, bench_models.CNNTrainStep]
+
+
+@pytest.fixture
+def quick(profile, tmp_path, monkeypatch):
+    """The quick profile, a clean working directory for the compilation cache, no state left."""
+    profile("quick")
+    monkeypatch.chdir(tmp_path)
+    workload.forget_prepared()
+    yield profiles.current()
+    workload.forget_prepared()
+
+
+def leaves(tree):
+    return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(tree)]
+
+
+@pytest.mark.parametrize("cls", MODELS, ids=lambda c: c.__name__)
+def test_model_output_is_finite_and_matches_numpy(quick, cls):
+    bench = cls()
+    bench.setup_cache()  # raises if the output differs from the NumPy reference
+    bench.setup("float32")
+    out = bench.prepared.run(*bench.prepared.args)
+    assert all(np.isfinite(leaf).all() for leaf in leaves(out))
+
+
+@pytest.mark.parametrize("cls", TRAIN_STEPS, ids=lambda c: c.__name__)
+def test_sgd_step_decreases_the_loss(quick, cls):
+    *batch, params = cls().inputs(quick, "float32", dispatch=False)
+    step = jax.jit(cls.program)
+    new_params, first = step(*batch, params)
+    _, second = step(*batch, new_params)
+    assert float(second) < float(first)
+
+
+def test_transformer_gradient_points_downhill(quick):
+    x, params = bench_models.TransformerBlock().inputs(quick, "float32", dispatch=False)
+    step = jax.jit(bench_models.TransformerBlock.program)
+    loss, grads = step(x, params)
+    downhill = jax.tree_util.tree_map(lambda p, g: p - 0.05 * g, params, grads)
+    assert float(step(x, downhill)[0]) < float(loss)
+
+
+def numpy_transformer_loss(x, p):
+    """The transformer block's loss, written independently in NumPy (forward only)."""
+
+    def layer_norm(t, scale, bias):
+        centred = t - t.mean(axis=-1, keepdims=True)
+        return centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + 1e-5) * scale + bias
+
+    def gelu(t):  # the tanh approximation, jax.nn.gelu's default
+        return 0.5 * t * (1 + np.tanh(math.sqrt(2 / math.pi) * (t + 0.044715 * t ** 3)))
+
+    batch, seq, width = x.shape
+    heads, head = bench_models.TRANSFORMER_HEADS, width // bench_models.TRANSFORMER_HEADS
+    h = layer_norm(x, p["ln1_scale"], p["ln1_bias"])
+    q, k, v = (np.stack(np.split(h @ p[w], heads, axis=-1), axis=1) for w in ("wq", "wk", "wv"))
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head)
+    scores = np.where(np.tril(np.ones((seq, seq), bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    attended = np.concatenate(list((weights @ v).transpose(1, 0, 2, 3)), axis=-1)
+    x = x + attended @ p["wo"]
+    hidden = gelu(layer_norm(x, p["ln2_scale"], p["ln2_bias"]) @ p["w_up"] + p["b_up"])
+    return np.mean((x + hidden @ p["w_down"] + p["b_down"]) ** 2)
+
+
+def test_transformer_loss_matches_a_numpy_forward_pass(quick):
+    x, params = bench_models.TransformerBlock().inputs(quick, "float32", dispatch=False)
+    loss, _ = jax.jit(bench_models.TransformerBlock.program)(x, params)
+    want = numpy_transformer_loss(x.astype(np.float64),
+                                  {k: v.astype(np.float64) for k, v in params.items()})
+    assert float(loss) == pytest.approx(want, rel=1e-4)
+
+
+def test_dispatch_inputs_are_the_same_model_at_a_tiny_size(quick):
+    for cls in MODELS:
+        full, tiny = (cls().inputs(quick, "float32", dispatch=d) for d in (False, True))
+        assert sum(a.size for a in leaves(tiny)) < sum(a.size for a in leaves(full))
+        assert jax.tree_util.tree_structure(full) == jax.tree_util.tree_structure(tiny)
+
+
+# ---- transfer ------------------------------------------------------------------------------
+
+def named_bytes(name):
+    number, unit = re.fullmatch(r"(\d+)(KB|MB)", name).groups()
+    return int(number) << {"KB": 10, "MB": 20}[unit]
+
+
+def test_transfer_sizes_are_what_the_names_say(quick):
+    for cls in (bench_transfer.ArrayTransfer, bench_transfer.Bandwidth):
+        for size in cls.params[0]:
+            (host,) = cls().inputs(quick, size, dispatch=False)
+            assert host.nbytes == named_bytes(size), (cls.__name__, size)
+    tree = bench_transfer.PytreeTransfer().inputs(quick, "float32", dispatch=False)
+    assert len(tree) == 100 and all(leaf.nbytes == 1024 for leaf in tree)
+
+
+def test_to_host_phases_read_a_never_converted_array_each_sample(quick):
+    bench = bench_transfer.ArrayTransfer()
+    read = []
+    for _ in range(3):
+        bench.setup("1KB")
+        read.append(bench.prepared.slots["np_asarray"])
+        bench.time_np_asarray("1KB")
+    assert len({id(a) for a in read}) == 3
+    with pytest.raises(RuntimeError, match="no fresh object"):
+        bench.time_np_asarray("1KB")  # a second call in one sample would read a cached copy
+
+
+def test_bandwidths_are_positive_bytes_per_second(quick):
+    bench = bench_transfer.Bandwidth()
+    bench.setup("64MB")
+    for name in ("track_to_device_bytes_per_second", "track_to_host_bytes_per_second"):
+        value = getattr(bench, name)("64MB")
+        assert math.isfinite(value) and value > 0, name
+
+
+# ---- startup and memory --------------------------------------------------------------------
+
+TIMERAW = [name for name in dir(bench_startup.ColdStart) if name.startswith("timeraw_")]
+
+
+@pytest.mark.parametrize("name", TIMERAW)
+def test_cold_start_code_runs_in_a_fresh_interpreter(name):
+    code = getattr(bench_startup.ColdStart(), name)()
+    stmt, setup = code if isinstance(code, tuple) else (code, "")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", f"{setup}\n{stmt}"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_memory_benchmarks_step_the_models_and_skip_device_peak_on_cpu(quick):
+    for cls in (bench_memory.MLPTrainStep, bench_memory.TransformerBlock,
+                bench_memory.CNNTrainStep):
+        model = getattr(bench_models, cls.__name__)
+        assert cls.program is model.program and cls.inputs is model.inputs
+    bench = bench_memory.MLPTrainStep()
+    bench.setup("float32")
+    bench.peakmem_host_step("float32")
+    with pytest.raises(NotImplementedError, match="memory_stats"):
+        bench.track_device_peak_bytes("float32")
