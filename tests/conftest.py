@@ -30,3 +30,14 @@ def profile(monkeypatch):
 def sdist_cache(tmp_path_factory):
     """One download of each jax sdist per test session."""
     return str(tmp_path_factory.mktemp("sdists"))
+
+
+@pytest.fixture
+def fresh(profile):
+    """Quick sizes, and each phase in its own state, as asv runs each in its own process."""
+    from jaxbench_helpers import workload
+
+    profile("quick")
+    workload.forget_prepared()
+    yield
+    workload.forget_prepared()

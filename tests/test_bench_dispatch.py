@@ -16,14 +16,6 @@ from jaxbench_helpers import device, monitor, profiles, workload
 BUDGET = 40
 
 
-@pytest.fixture
-def fresh(profile):
-    profile("quick")
-    workload.forget_prepared()
-    yield
-    workload.forget_prepared()
-
-
 def _workloads():
     return [cls for _, cls in inspect.getmembers(bench_dispatch, inspect.isclass)
             if issubclass(cls, workload.Workload) and cls.__module__ == bench_dispatch.__name__]

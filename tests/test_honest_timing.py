@@ -40,15 +40,6 @@ def time_methods():
             if name.startswith("time_")]
 
 
-@pytest.fixture
-def fresh(profile):
-    """Each phase in its own state, as asv runs each in its own process."""
-    profile("quick")
-    workload.forget_prepared()
-    yield
-    workload.forget_prepared()
-
-
 def test_every_timed_benchmark_is_a_workload():
     """The waiting check below covers workload classes; nothing else may have time_ methods."""
     for mod in benchmark_modules():
