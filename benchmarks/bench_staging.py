@@ -329,12 +329,12 @@ class PersistentCache(_ScannedMlp, workload.Workload):
                 "(CPU: before 0.4.26)"
             )
 
-    @workload._cold
+    @workload.cold
     def time_load_from_persistent_cache(self, *params):
         self.prepared.take("load").compile()
 
     time_load_from_persistent_cache.setup = _open_private_cache
 
-    @workload._cold
+    @workload.cold
     def time_compile(self, *params):
         self.prepared.take("compile").compile()

@@ -64,14 +64,11 @@ class ArrayTransfer(workload.TransferPhases, workload.Workload):
             self.prepared.slots["np_asarray"] = device.block(
                 self.prepared.run(*self.prepared.args))
 
+    # one never-converted array per sample, as for time_to_host
+    @workload.cold
     @monitor.forbid_compile
     def time_np_asarray(self, size):
         np.asarray(self.prepared.take("np_asarray"))
-
-    # one never-converted array per sample, as for time_to_host
-    time_np_asarray.number = 1
-    time_np_asarray.warmup_time = 0.0
-    time_np_asarray.repeat = (5, 10, 20.0)
 
 
 class PytreeTransfer(workload.TransferPhases, workload.Workload):

@@ -72,7 +72,7 @@ def _has_phase(workload, *names):
     return any(hasattr(workload, name) for name in names)
 
 
-def _cold(method):
+def cold(method):
     """Attributes of a phase that must be cold on every sample: one call, no warm-up."""
     method.number = 1
     method.warmup_time = 0.0
@@ -295,18 +295,18 @@ class DispatchPhases:
 
 
 class StagePhases:
-    @_cold
+    @cold
     def time_trace(self, *params):
         self.prepared.take("trace")()
 
-    @_cold
+    @cold
     def time_lower(self, *params):
         traced = self.prepared.take("lower")
         if traced is None:
             skip("lowering alone needs jax.jit(f).trace (jax 0.4.29+)")
         traced.lower()
 
-    @_cold
+    @cold
     def time_compile(self, *params):
         self.prepared.take("compile").compile()
 
@@ -316,7 +316,7 @@ class TransferPhases:
     def time_to_device(self, *params):
         device.put(self.prepared.host_args, self.prepared.device)
 
-    @_cold
+    @cold
     @monitor.forbid_compile
     def time_to_host(self, *params):
         import jax
