@@ -13,6 +13,12 @@ from jax import lax
 
 from jaxbench_helpers import data, workload
 
+
+def setup_cache():
+    """One warm-up process for every workload class here (asv runs it before any
+    benchmark of the module, in the folder they all share)."""
+    workload.warm_module(__name__)
+
 # Sizes per profile; regular: each compiled call takes about 0.5-20 ms on a 2-core CPU.
 SIZES = {
     "quick": {
@@ -84,9 +90,6 @@ class ElementwiseChain(workload.RunPhase, workload.NumpyBaseline, workload.Workl
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x):
         y = jnp.tanh(x) * jnp.exp(-0.5 * x * x) + jnp.sin(x) * jnp.cos(0.5 * x)
@@ -107,9 +110,6 @@ class SumOverAxis(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
 
     params = [["float32"], list(AXES)]
     param_names = ["dtype", "axis"]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(named):
@@ -133,9 +133,6 @@ class MatmulShapes(workload.RunPhase, workload.NumpyBaseline, workload.Workload)
     params = [["float32"], ["gemv", "batched", "many_small"]]
     param_names = ["dtype", "shape"]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(a, b):
         return jnp.matmul(a, b)
@@ -155,9 +152,6 @@ class EinsumAttentionScores(workload.RunPhase, workload.NumpyBaseline, workload.
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(q, k):
         return jnp.einsum("bqhd,bkhd->bhqk", q, k)
@@ -176,9 +170,6 @@ class EinsumChain(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
     picks decides a 16x difference in FLOPs."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(a, b, c):
@@ -227,9 +218,6 @@ class Conv2d(workload.RunPhase, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x, kernel):
         return _conv(x, kernel)
@@ -245,9 +233,6 @@ class Conv2dKernelGrad(workload.RunPhase, workload.Workload):
     backward pass (forward plus kernel-gradient convolution)."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x, kernel):
@@ -268,9 +253,6 @@ class Fft(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x):
         return jnp.fft.fft(x)
@@ -287,9 +269,6 @@ class Rfft(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
     """jnp.fft.rfft of a batch of real rows: the real-input FFT path (half the output)."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x):
@@ -308,9 +287,6 @@ class Sort(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x):
         return jnp.sort(x, axis=-1)
@@ -327,9 +303,6 @@ class Argsort(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
     """jnp.argsort along rows: a two-operand (key, index) sort."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x):
@@ -349,9 +322,6 @@ class TopK(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x):
         return lax.top_k(x, TOP_K)
@@ -369,9 +339,6 @@ class Cumsum(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
     """jnp.cumsum along rows: a prefix scan, lowered by XLA as a reduce-window."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x):
@@ -397,9 +364,6 @@ class Gather(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(table, idx):
         return table[idx]
@@ -417,9 +381,6 @@ class ScatterAdd(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
     (XLA scatter, a thunk-runtime canary)."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(table, idx, updates):
@@ -440,9 +401,6 @@ class SegmentSum(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
     network message aggregation."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(rows, segment_ids):

@@ -14,6 +14,12 @@ import numpy as np
 
 from jaxbench_helpers import data, workload
 
+
+def setup_cache():
+    """One warm-up process for every workload class here (asv runs it before any
+    benchmark of the module, in the folder they all share)."""
+    workload.warm_module(__name__)
+
 # regular: each compiled derivative takes ~1-20 ms on a 2-core CPU
 SIZES = {
     "quick": {"mlp": (64, 16, 32), "layer": (48, 32), "per_example": (16, 8, 16),
@@ -114,9 +120,6 @@ class Grad(workload.RunPhase, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(params, x, y):
         return jax.grad(_loss)(params, x, y)
@@ -135,9 +138,6 @@ class Jvp(workload.RunPhase, workload.Workload):
     directional derivative together."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(params, direction, x, y):
@@ -162,9 +162,6 @@ class Vjp(workload.RunPhase, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(params, x, cotangent):
         out, pullback = jax.vjp(lambda p: _predict(p, x), params)
@@ -185,9 +182,6 @@ class Jacfwd(workload.RunPhase, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(w, x):
         return jax.jacfwd(_layer, argnums=1)(w, x)
@@ -203,9 +197,6 @@ class Jacrev(workload.RunPhase, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(w, x):
         return jax.jacrev(_layer, argnums=1)(w, x)
@@ -220,9 +211,6 @@ class Hessian(workload.RunPhase, workload.Workload):
     """jax.hessian of sum(tanh(W x)) in x (256x256): forward-over-reverse, vmapped."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(w, x):
@@ -242,9 +230,6 @@ class PerExampleGrads(workload.RunPhase, workload.Workload):
     functions), where vmap must batch the transposed program."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(params, x, y):
@@ -268,9 +253,6 @@ class RematGrad(workload.RunPhase, workload.Workload):
     recomputes each layer instead of storing it (memory for FLOPs)."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(ws, x):

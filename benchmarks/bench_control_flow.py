@@ -12,6 +12,12 @@ from jax import lax
 
 from jaxbench_helpers import data, workload
 
+
+def setup_cache():
+    """One warm-up process for every workload class here (asv runs it before any
+    benchmark of the module, in the folder they all share)."""
+    workload.warm_module(__name__)
+
 # iterations per call; regular: ~2-10 ms on a 2-core CPU (100-500 ns per iteration)
 SIZES = {"quick": 64, "regular": 20000, "large": 200000}
 
@@ -53,9 +59,6 @@ class Scan(workload.RunPhase, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(h, xs):
         def step(h, x):
@@ -82,9 +85,6 @@ class ForiLoop(workload.RunPhase, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(c, xs):
         return lax.fori_loop(0, xs.shape[0], lambda i, c: _wave(jnp, c, xs[i]), c)
@@ -103,9 +103,6 @@ class WhileLoop(workload.RunPhase, workload.Workload):
     """lax.while_loop whose trip count is a device value, so XLA cannot know or unroll it."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(c, steps):
@@ -130,9 +127,6 @@ class Cond(workload.RunPhase, workload.Workload):
     input (a real conditional per step, not a select)."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(c, xs):
@@ -159,9 +153,6 @@ class Switch(workload.RunPhase, workload.Workload):
     input."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(c, xs, branch):

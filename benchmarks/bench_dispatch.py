@@ -26,6 +26,12 @@ from jax import lax
 
 from jaxbench_helpers import data, device, monitor, workload
 
+
+def setup_cache():
+    """One warm-up process for every workload class here (asv runs it before any
+    benchmark of the module, in the folder they all share)."""
+    workload.warm_module(__name__)
+
 NUM_ARGS = [10, 100, 1000]
 PYTREE_NODES = ["dict", "list", "custom_class", "dataclass"]
 SIMPLE_INPUTS = ["device", "host", "python_scalar"]
@@ -75,9 +81,6 @@ class JitTrivial(workload.DispatchPhases, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x, y):
         return y, x
@@ -96,9 +99,6 @@ class JitSimple(_CallArguments, workload.DispatchPhases, workload.Workload):
 
     params = [["float32"], SIMPLE_INPUTS]
     param_names = ["dtype", "inputs"]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x, y):
@@ -128,9 +128,6 @@ class JitManyArgs(workload.DispatchPhases, workload.Workload):
 
     params = [["float32"], NUM_ARGS]
     param_names = ["dtype", "num_args"]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x, xs):
@@ -194,9 +191,6 @@ class JitPytreeArgs(workload.DispatchPhases, workload.Workload):
     params = [["float32"], PYTREE_NODES]
     param_names = ["dtype", "node"]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x, records):
         return jax.tree_util.tree_map(lambda leaf: leaf + x, records)
@@ -224,9 +218,6 @@ class JitStaticArg(workload.DispatchPhases, workload.Workload):
     params = [["float32"]]
     jit_program = False
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x):
         return _SCALE_STATIC(x, STATIC_FACTOR)
@@ -253,9 +244,6 @@ class JitKeywordArgs(workload.DispatchPhases, workload.Workload):
     params = [["float32"]]
     jit_program = False
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x, y):
         return _ADD(x=x, y=y)
@@ -278,9 +266,6 @@ class JitRandomKey(_CallArguments, workload.DispatchPhases, workload.Workload):
 
     params = [["float32"], KEY_KINDS]
     param_names = ["dtype", "key"]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x, key):
@@ -309,9 +294,6 @@ class EagerUnary(workload.DispatchPhases, workload.Workload):
     params = [["float32"]]
     jit_program = False
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x):
         return lax.neg(x)
@@ -331,9 +313,6 @@ class EagerBinary(workload.DispatchPhases, workload.Workload):
     params = [["float32"]]
     jit_program = False
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x, y):
         return x + y
@@ -352,9 +331,6 @@ class EagerIndexing(workload.DispatchPhases, workload.Workload):
 
     params = [["float32"]]
     jit_program = False
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x):
@@ -393,9 +369,6 @@ class JitMethod(workload.DispatchPhases, workload.Workload):
     params = [["float32"]]
     jit_program = False
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x):
         return _SCALER.apply(x)
@@ -418,9 +391,6 @@ class JitDonated(workload.DispatchPhases, workload.Workload):
 
     params = [["float32"]]
     jit_options = {"donate_argnums": (0,)}
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     def warm_compilation_cache(self):
         with warnings.catch_warnings():

@@ -12,6 +12,12 @@ from jaxbench_helpers import device, workload
 from . import bench_models
 
 
+def setup_cache():
+    """One warm-up process for every workload class here (asv runs it before any
+    benchmark of the module, in the folder they all share)."""
+    workload.warm_module(__name__)
+
+
 class _StepMemory:
     """Memory phases of one model step; subclasses name the model's program and inputs."""
 
@@ -39,9 +45,6 @@ class MLPTrainStep(_StepMemory, workload.Workload):
     program = staticmethod(bench_models.MLPTrainStep.program)
     inputs = bench_models.MLPTrainStep.inputs
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
 
 class TransformerBlock(_StepMemory, workload.Workload):
     """Memory of bench_models.TransformerBlock's forward and backward pass: attention
@@ -50,9 +53,6 @@ class TransformerBlock(_StepMemory, workload.Workload):
     program = staticmethod(bench_models.TransformerBlock.program)
     inputs = bench_models.TransformerBlock.inputs
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
 
 class CNNTrainStep(_StepMemory, workload.Workload):
     """Memory of one SGD step of bench_models.CNNTrainStep: convolution activations and their
@@ -60,6 +60,3 @@ class CNNTrainStep(_StepMemory, workload.Workload):
 
     program = staticmethod(bench_models.CNNTrainStep.program)
     inputs = bench_models.CNNTrainStep.inputs
-
-    def setup_cache(self):
-        self.warm_compilation_cache()

@@ -15,6 +15,12 @@ from jax import lax
 
 from jaxbench_helpers import data, workload
 
+
+def setup_cache():
+    """One warm-up process for every workload class here (asv runs it before any
+    benchmark of the module, in the folder they all share)."""
+    workload.warm_module(__name__)
+
 # Per model and profile; "tiny" is the dispatch size, small enough that Python overhead shows.
 SIZES = {
     # (batch, width): a 3-layer MLP width -> width -> width -> MLP_OUTPUTS
@@ -69,9 +75,6 @@ class MLPTrainStep(workload.AllPhases, workload.CompiledFacts, workload.Workload
     realistic training loop, value_and_grad plus a pytree update."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x, y, params):
@@ -146,9 +149,6 @@ class TransformerBlock(workload.RunPhase, workload.DispatchPhases, workload.Stag
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x, params):
         return jax.value_and_grad(_transformer_loss)(params, x)
@@ -190,9 +190,6 @@ class CNNTrainStep(workload.RunPhase, workload.DispatchPhases, workload.StagePha
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(images, labels, params):
         loss, grads = jax.value_and_grad(_cnn_loss)(params, images, labels)
@@ -233,9 +230,6 @@ class ODEIntegration(workload.AllPhases, workload.CompiledFacts, workload.Worklo
     steps regular) in lax.fori_loop: a simulation loop of small fused steps."""
 
     params = [["float32"]]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(state, times):

@@ -13,6 +13,12 @@ import numpy as np
 
 from jaxbench_helpers import data, device, platform, workload
 
+
+def setup_cache():
+    """One warm-up process for every workload class here (asv runs it before any
+    benchmark of the module, in the folder they all share)."""
+    workload.warm_module(__name__)
+
 DEVICES = 8
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
@@ -123,9 +129,6 @@ class ShardedMatmul(workload.RunPhase, workload.DispatchPhases, _MeshWorkload):
     in_specs = (("rows", None), (None, "cols"))
     out_spec = ("rows", "cols")
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x, w):
         import jax.numpy as jnp
@@ -154,9 +157,6 @@ class ShardMapPsum(workload.RunPhase, _MeshWorkload):
     in_specs = (("devices",),)
     time_latency_100_calls = LATENCY_PHASE
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x):
         import jax
@@ -181,9 +181,6 @@ class ShardMapAllGather(workload.RunPhase, _MeshWorkload):
     blocks (parameter gathering in fully sharded data parallelism)."""
 
     in_specs = (("devices",),)
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x):
@@ -213,9 +210,6 @@ class DataParallelStep(workload.RunPhase, _MeshWorkload):
     in_specs = (("devices",), ("devices",), ())
     out_spec = ()
     time_latency_100_calls = LATENCY_PHASE
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x, y, params):

@@ -22,6 +22,12 @@ from jax import lax
 
 from jaxbench_helpers import compat, compile_cache, workload
 
+
+def setup_cache():
+    """One warm-up process for every workload class here (asv runs it before any
+    benchmark of the module, in the folder they all share)."""
+    workload.warm_module(__name__)
+
 # elements of the element-wise programs (add chains, Kepler solve, RK4) per profile
 ELEMENTS = {"quick": 1024, "regular": 65536, "large": 1 << 20}
 # (batch, width, steps) of the scanned MLP
@@ -47,9 +53,6 @@ class AddChain(workload.StagePhases, workload.Workload):
 
     params = [[10, 100, 1000]]
     param_names = ["equations"]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x, y, links):
@@ -82,9 +85,6 @@ class NestedJitCalls(workload.StagePhases, workload.Workload):
 
     params = [["float32"]]
     param_names = ["dtype"]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(x, y):
@@ -133,9 +133,6 @@ class ScanMlp(_ScannedMlp, workload.StagePhases, workload.RunPhase, workload.Wor
     params = [["float32"]]
     param_names = ["dtype"]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
 
 class WhileLoopKepler(workload.StagePhases, workload.RunPhase, workload.Workload):
     """Newton's method on Kepler's equation under lax.while_loop, stopping when every element
@@ -143,9 +140,6 @@ class WhileLoopKepler(workload.StagePhases, workload.RunPhase, workload.Workload
 
     params = [["float32"]]
     param_names = ["dtype"]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     @staticmethod
     def program(mean_anomaly, eccentricity):
@@ -196,9 +190,6 @@ class GradVmapRemat(workload.StagePhases, workload.RunPhase, workload.Workload):
     params = [["float32"]]
     param_names = ["dtype"]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(x, y, z):
         def simulate(x, y, z):
@@ -240,9 +231,6 @@ class Rk4Steps(workload.StagePhases, workload.RunPhase, workload.Workload):
 
     params = [["float32"]]
     param_names = ["dtype"]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     program = staticmethod(_rk4_steps)
     reference = staticmethod(_rk4_steps)
@@ -291,9 +279,6 @@ class PersistentCache(_ScannedMlp, workload.Workload):
 
     params = [["float32"]]
     param_names = ["dtype"]
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     def setup(self, *params):
         super().setup(*params)

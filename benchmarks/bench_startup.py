@@ -6,7 +6,7 @@ statement, not its setup, so each figure is one step; their sum is what a user w
 result. In-process benchmarks cannot see these costs: a process pays them once.
 """
 
-from jaxbench_helpers import platform
+from jaxbench_helpers import platform, profiles
 
 # the child's setup: jax imported, backend started, a small input on the device
 _STARTED = """
@@ -24,6 +24,8 @@ class ColdStart:
     version = "1"
     # each sample is a new interpreter already; a warm-up process would only cost time
     warmup_time = 0.0
+    rounds = profiles.current().rounds
+    repeat = profiles.current().repeat
 
     def setup(self):
         # the child inherits this process's environment, with the variables configure() sets

@@ -15,6 +15,12 @@ import numpy as np
 
 from jaxbench_helpers import data, device, monitor, workload
 
+
+def setup_cache():
+    """One warm-up process for every workload class here (asv runs it before any
+    benchmark of the module, in the folder they all share)."""
+    workload.warm_module(__name__)
+
 BYTES = {"1KB": 1 << 10, "64KB": 64 << 10, "1MB": 1 << 20, "16MB": 16 << 20, "64MB": 64 << 20}
 DTYPE = "float32"
 PYTREE_LEAVES = 100
@@ -50,9 +56,6 @@ class ArrayTransfer(workload.TransferPhases, workload.Workload):
     params = [list(BYTES)]
     param_names = ["size"]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     program = staticmethod(_doubled)
 
     def inputs(self, profile, size, dispatch):
@@ -77,9 +80,6 @@ class PytreeTransfer(workload.TransferPhases, workload.Workload):
 
     params = [["float32"]]
 
-    def setup_cache(self):
-        self.warm_compilation_cache()
-
     @staticmethod
     def program(*leaves):
         return [_doubled(leaf) for leaf in leaves]
@@ -96,9 +96,6 @@ class Bandwidth(workload.Workload):
     params = [["64MB"]]
     param_names = ["size"]
     unit = "bytes/s"
-
-    def setup_cache(self):
-        self.warm_compilation_cache()
 
     program = staticmethod(_doubled)
 

@@ -17,14 +17,26 @@ class Profile:
     name: str
     # side of the square matrices in the seed workloads (the docs' 1000x1000 matmul)
     matrix_side: int
+    # asv sampling. rounds: separate processes per benchmark, interleaved, so one unlucky
+    # process cannot decide the median; repeat: (min, max samples, max seconds) per round
+    rounds: int
+    repeat: tuple
+    warmup_time: float
+    # samples per round of the cold phases (trace, lower, compile), one staged object each
+    cold_repeat: tuple
     # side used by dispatch phases: small enough that execution hides no Python overhead
     dispatch_side: int = 8
 
 
 PROFILES = {
-    "quick": Profile("quick", matrix_side=128),
-    "regular": Profile("regular", matrix_side=1000),
-    "large": Profile("large", matrix_side=4000),
+    # a smoke run: one process per benchmark and few samples, for a figure in minutes
+    "quick": Profile("quick", matrix_side=128, rounds=1, repeat=(1, 3, 1.0), warmup_time=0.02,
+                     cold_repeat=(1, 2, 1.0)),
+    # asv's own defaults for two rounds, with fewer (slow, stable) cold compiles
+    "regular": Profile("regular", matrix_side=1000, rounds=2, repeat=(1, 5, 10.0),
+                       warmup_time=0.1, cold_repeat=(3, 5, 10.0)),
+    "large": Profile("large", matrix_side=4000, rounds=2, repeat=(1, 5, 10.0),
+                     warmup_time=0.1, cold_repeat=(3, 5, 10.0)),
 }
 
 

@@ -26,8 +26,12 @@ one fresh staged object per sample, which ``setup`` replaces outside the timing.
 
 import abc
 import functools
+import inspect
 import itertools
+import os
 import re
+import sys
+import traceback
 import types
 
 import numpy as np
@@ -50,6 +54,40 @@ def forget_prepared():
     """Drop every prepared workload of this process (asv runs one phase per process; tests
     that run several phases in one process call this between them)."""
     _PREPARED.clear()
+
+
+# written by warm_module in asv's setup_cache folder (the benchmarks' working directory)
+_WARM_FAILURE = "jaxbench-warm-failed-{}.txt"
+
+
+def workload_classes(module):
+    """The concrete workload classes a benchmark module defines (the ones asv runs)."""
+    return [cls for name, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == module.__name__ and not name.startswith("_")
+            and issubclass(cls, Workload) and not inspect.isabstract(cls)]
+
+
+def warm_module(module_name):
+    """A benchmark module's ``setup_cache``: warm every workload class of the module.
+
+    asv starts a fresh interpreter (and imports JAX) for each setup_cache function, so one per
+    module, not one per class, saves that start for every class. A class whose warm-up fails
+    leaves its traceback here, and only that class's benchmarks fail, in ``setup``.
+    """
+    for cls in workload_classes(sys.modules[module_name]):
+        try:
+            cls().warm_compilation_cache()
+        except Exception:
+            with open(_WARM_FAILURE.format(cls.__qualname__), "w") as f:
+                f.write(traceback.format_exc())
+
+
+def _raise_if_warm_failed(cls):
+    path = _WARM_FAILURE.format(cls.__qualname__)
+    if os.path.exists(path):
+        with open(path) as f:
+            raise RuntimeError(f"setup_cache could not warm {cls.__qualname__}, so its "
+                               f"benchmarks would time a broken program:\n{f.read()}")
 
 
 def skip(reason):
@@ -76,7 +114,7 @@ def cold(method):
     """Attributes of a phase that must be cold on every sample: one call, no warm-up."""
     method.number = 1
     method.warmup_time = 0.0
-    method.repeat = (5, 10, 20.0)
+    method.repeat = profiles.current().cold_repeat
     return method
 
 
@@ -194,6 +232,10 @@ class Workload(abc.ABC):
     params = [["float32", "float64"]]
     param_names = ["dtype"]
     timeout = 300
+    # asv sampling comes from the profile (read once, when asv imports the suite)
+    rounds = profiles.current().rounds
+    repeat = profiles.current().repeat
+    warmup_time = profiles.current().warmup_time
     # Results stay comparable across refactors of this file. Bump it here when what a phase
     # times changes, and in a subclass when its program or inputs change.
     version = "1"
@@ -255,6 +297,7 @@ class Workload(abc.ABC):
         key = (type(self), params, profiles.current().name)
         prepared = _PREPARED.get(key)
         if prepared is None:
+            _raise_if_warm_failed(type(self))
             self.configure_process()
             platform.configure()
             monitor.install()

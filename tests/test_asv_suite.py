@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import subprocess
+import sys
 
 from asv_tools import asv, config, git_repo
 
@@ -30,3 +32,28 @@ def test_every_benchmark_runs_once_without_error(tmp_path):
     lines = re.findall(r"^\[\s*[\d.]+%\] ··· (\S*bench_\S+|\.\.\.\S+)\s+(\S.*)$", out, re.M)
     assert len(lines) == len(names), out
     assert not [line for line in lines if line[1].strip() == "failed"], out
+
+
+def test_importing_the_suite_starts_no_backend():
+    """asv's forkserver imports the suite once and forks a child per benchmark: the fork is
+    safe only while no XLA backend (and its threads) exists in the parent. Discovery imports
+    every module and instantiates every class; neither may touch a device."""
+    code = r"""
+import importlib, inspect, json, pkgutil
+import benchmarks
+from jax._src import xla_bridge
+for info in pkgutil.iter_modules(benchmarks.__path__):
+    module = importlib.import_module(f"benchmarks.{info.name}")
+    for _, cls in inspect.getmembers(module, inspect.isclass):
+        if cls.__module__ == module.__name__ and not inspect.isabstract(cls):
+            try:
+                cls()
+            except TypeError:
+                pass  # plain helper classes with required arguments
+print(json.dumps(xla_bridge.backends_are_initialized()))
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                          text=True, env=dict(os.environ, JAXBENCH_PROFILE="regular"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) is False

@@ -107,7 +107,7 @@ def test_typed_keys_skip_cleanly_where_jax_lacks_them(fresh, monkeypatch, tmp_pa
     bench = bench_dispatch.JitRandomKey()
     with pytest.raises(NotImplementedError, match="jax.random.key"):
         bench.setup("float32", "typed")
-    bench.setup_cache()  # the other parameter is still warmed and checked
+    bench.warm_compilation_cache()  # the other parameter is still warmed and checked
     bench.setup("float32", "raw")
 
 

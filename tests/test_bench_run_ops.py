@@ -43,7 +43,7 @@ def quick(profile, tmp_path, monkeypatch):
 def test_every_output_matches_numpy(quick, cls):
     """setup_cache compiles each parameter combination and checks it against the reference
     (only for finite values where there is none: the random samplers)."""
-    cls().setup_cache()
+    cls().warm_compilation_cache()
 
 
 def test_every_deterministic_workload_has_a_reference():
@@ -122,4 +122,4 @@ class RematGradOfReversedLayers(bench_autodiff.RematGrad):
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_a_wrong_program_fails_before_anything_is_timed(quick, cls, message):
     with pytest.raises(AssertionError, match=message):
-        cls().setup_cache()
+        cls().warm_compilation_cache()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 
 import jax
 import jax.numpy as jnp
@@ -140,8 +141,8 @@ def _in_process(code, cwd):
 
 
 WARM = """
-    from benchmarks.bench_matmul import SquareMatmul
-    SquareMatmul().setup_cache()
+    from benchmarks import bench_matmul
+    bench_matmul.setup_cache()
     print("{}")
 """
 
@@ -185,7 +186,7 @@ def test_compile_phase_really_compiles_every_sample(fresh, tmp_path, monkeypatch
     # a filled persistent cache in the working directory, as asv leaves it: still not used
     monkeypatch.chdir(tmp_path)
     bench = bench_matmul.SquareMatmul()
-    bench.setup_cache()
+    bench.warm_compilation_cache()
     for events in _events_per_sample(bench, "time_compile"):
         assert events.get(monitor.BACKEND_COMPILE) == 1
         assert not any(k.startswith("/jax/compilation_cache/cache_hits") for k in events)
@@ -227,9 +228,27 @@ class SilentlyFloat32(bench_matmul.SquareMatmul):
 def test_a_wrong_result_fails_before_anything_is_timed(fresh, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(AssertionError, match="relative error .* against NumPy"):
-        WrongAnswer().setup_cache()
+        WrongAnswer().warm_compilation_cache()
     with pytest.raises(AssertionError, match=r"float32\(.*NumPy float64"):
-        SilentlyFloat32().setup_cache()
+        SilentlyFloat32().warm_compilation_cache()
+
+
+def test_a_wrong_class_fails_only_its_own_benchmarks(fresh, tmp_path, monkeypatch):
+    """The module-level setup_cache warms every class; a class that fails the NumPy check
+    fails its own benchmarks (in setup, with the reason), and its neighbours still run."""
+    monkeypatch.chdir(tmp_path)
+    module = types.ModuleType("bench_mixed")
+    for cls in (WrongAnswer, bench_matmul.CenteredGram):
+        monkeypatch.setattr(cls, "__module__", module.__name__)
+        setattr(module, cls.__name__, cls)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    assert workload.workload_classes(module) == [bench_matmul.CenteredGram, WrongAnswer]
+    workload.warm_module(module.__name__)
+    with pytest.raises(RuntimeError, match="could not warm WrongAnswer(.|\n)*against NumPy"):
+        WrongAnswer().setup("float32")
+    good = bench_matmul.CenteredGram()
+    good.setup("float32")
+    good.time_run("float32")
 
 
 def test_float64_really_runs_in_float64(fresh):
