@@ -10,10 +10,11 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 
 from . import platform as jb_platform
-from . import profiles
+from . import profiles, publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "asv.conf.json")
@@ -64,9 +65,23 @@ def derive(repo, *, results_dir=None, html_dir=None, env_dir=None, profile=None,
         env["JAXBENCH_PLATFORM"] = list(platforms)
     if branches:
         conf["branches"] = list(branches)
+    if show_commit_url is None and is_release_history(repo, conf["branches"][0]):
+        # its hashes are not upstream's: link the pages publish writes, which lead upstream
+        show_commit_url = publish.COMMIT_PAGES
     if show_commit_url is not None:
         conf["show_commit_url"] = show_commit_url
     return conf
+
+
+def is_release_history(repo, branch="main"):
+    """Whether ``repo`` is a release-history repository: its first commit on ``branch`` records
+    the upstream commit it was rebuilt from."""
+    def git(*args):
+        return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True)
+
+    roots = git("rev-list", "--max-parents=0", f"refs/heads/{branch}").stdout.split()
+    return bool(roots) and publish.upstream_commit(
+        git("log", "-1", "--format=%B", roots[0]).stdout) is not None
 
 
 def write(conf, path):

@@ -6,6 +6,7 @@ The environment is rebuilt when pyproject.toml changes.
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,6 +14,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.path.join(ROOT, ".venv")
 PYTHON = os.path.join(VENV, "bin", "python")
 STAMP = os.path.join(VENV, "jaxbench-installed")
+# the dashboard tests drive Debian's Chromium (Playwright cannot download its own browser here)
+# and fetch the dashboard's JavaScript libraries with npm
+CHROMIUM = "/usr/bin/chromium"
 
 
 def _wanted_stamp():
@@ -24,10 +28,45 @@ def inside():
     return os.path.realpath(sys.prefix) == os.path.realpath(VENV)
 
 
-def ensure():
-    """Create or update .venv; returns its python."""
+class BrowserSetupError(RuntimeError):
+    pass
+
+
+def _missing_browser_packages():
+    missing = [] if os.path.exists(CHROMIUM) else ["chromium"]
+    return missing + ([] if shutil.which("npm") else ["npm"])
+
+
+def ensure_browser():
+    """Install Debian's chromium (and npm) when missing, for the dashboard tests."""
+    packages = _missing_browser_packages()
+    if not packages:
+        return
+    print(f"jaxbench: installing {' '.join(packages)} from Debian's packages", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    steps = (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *packages])
+    for step in steps:
+        try:
+            failed = subprocess.run(step, env=env).returncode
+        except FileNotFoundError:
+            failed = "apt-get is not on PATH"
+        if failed:
+            raise BrowserSetupError(
+                f"'{' '.join(step)}' failed ({failed}). The dashboard tests need {CHROMIUM} and "
+                "npm: install them as root ('apt-get install -y chromium npm' on Debian), then "
+                "run the tests again")
+
+
+def ensure(browser=False):
+    """Create or update .venv; returns its python. ``browser``: also install what the
+    dashboard tests drive (Debian's chromium, npm)."""
     if sys.version_info < (3, 11):
         sys.exit(f"jaxbench needs Python 3.11 or newer to run (this is {sys.version.split()[0]})")
+    if browser:
+        try:
+            ensure_browser()
+        except BrowserSetupError as err:
+            sys.exit(f"jaxbench: {err}")
     wanted = _wanted_stamp()
     if os.path.exists(STAMP) and open(STAMP).read() == wanted:
         return PYTHON
@@ -44,6 +83,6 @@ def ensure():
 
 def reexec_inside(argv):
     """Run ``python -m jaxbench_helpers ARGV`` in .venv, replacing this process."""
-    python = ensure()
+    python = ensure(browser=argv[:1] == ["test"])
     os.chdir(ROOT)
     os.execv(python, [python, "-m", "jaxbench_helpers", *argv])

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from . import asvconf, history
+from . import asvconf, history, publish
 
 ROOT = asvconf.ROOT
 STATE = os.path.join(ROOT, ".asv")
@@ -21,7 +21,18 @@ HISTORY_REPO = os.path.join(STATE, "jax-releases")
 FIRST_RELEASE = "0.4.20"
 
 
-def record_machine(name, path="~/.asv-machine.json"):
+def spread(releases, count):
+    """``count`` releases evenly spaced over ``releases`` (oldest first), both ends included."""
+    if count < 2:
+        raise SystemExit(f"--span {count}: a history needs at least 2 releases")
+    if count >= len(releases):
+        return list(releases)
+    last = len(releases) - 1
+    picks = sorted({round(i * last / (count - 1)) for i in range(count)})
+    return [releases[i] for i in picks]
+
+
+def record_machine(name, note="", path="~/.asv-machine.json"):
     """Describe this host under ``name`` in asv's machine file.
 
     ``asv machine --yes --machine NAME`` keeps only the fields that differ from the detected
@@ -31,6 +42,8 @@ def record_machine(name, path="~/.asv-machine.json"):
 
     path = os.path.expanduser(path)
     facts = dict(Machine.get_defaults(), machine=name)
+    if note:
+        facts["cpu"] = f"{facts['cpu']} ({note})"
     try:
         with open(path) as f:
             machines = json.load(f)
@@ -55,12 +68,17 @@ def main(argv=None):
     parser.add_argument("--profile", default="regular", help="quick, regular (default) or large")
     parser.add_argument("--releases", type=int, default=2,
                         help="how many of the newest releases to run (default 2)")
+    parser.add_argument("--span", type=int, metavar="N",
+                        help="instead, N releases spread evenly from the oldest to the newest "
+                        "(both included): a history in N runs")
     parser.add_argument("--range", dest="commits", help="an asv range instead, e.g. "
                         "jax-v0.9.0..jax-v0.10.2 (tags of the release-history repository)")
     parser.add_argument("--bench", "-b", action="append", default=[],
                         help="only benchmarks matching this regex (repeatable)")
     parser.add_argument("--machine", default=os.environ.get("JAXBENCH_MACHINE", host.node()),
                         help="machine name for results/ (default: JAXBENCH_MACHINE or hostname)")
+    parser.add_argument("--machine-note", default="",
+                        help="appended to the CPU model in machine.json, e.g. 'shared VM'")
     parser.add_argument("--results-dir", default=os.path.join(ROOT, "results"))
     parser.add_argument("--html-dir", default=os.path.join(ROOT, "html"))
     args = parser.parse_args(argv)
@@ -69,25 +87,25 @@ def main(argv=None):
     releases = history.build(HISTORY_REPO, first=FIRST_RELEASE)
     config = asvconf.write(
         asvconf.derive(HISTORY_REPO, profile=args.profile, results_dir=args.results_dir,
-                       html_dir=args.html_dir, show_commit_url=""),
+                       html_dir=args.html_dir),
         os.path.join(STATE, "asv.releases.conf.json"),
     )
     if args.commits:
         spec = args.commits
     else:
-        chosen = releases[-args.releases:]
+        chosen = spread(releases, args.span) if args.span else releases[-args.releases:]
         print("jaxbench: releases " + ", ".join(v for v, _ in chosen), flush=True)
         hashfile = os.path.join(STATE, "releases-to-run.txt")
         with open(hashfile, "w") as f:
             f.write("".join(f"{h}\n" for _, h in chosen))
         spec = f"HASHFILE:{hashfile}"
 
-    record_machine(args.machine)
+    record_machine(args.machine, note=args.machine_note)
     bench = [a for b in args.bench for a in ("--bench", b)]
     run_rc = asv(config, "run", spec, "--machine", args.machine, "--skip-existing-successful",
                  "--show-stderr", *bench)
     # publish even after a failed benchmark: what did finish is kept and shown
-    publish_rc = asv(config, "publish")
+    publish_rc = publish.publish(config)
     minutes = (time.monotonic() - started) / 60
     print(f"jaxbench: main job finished in {minutes:.1f} min (asv run exit {run_rc}, "
           f"publish exit {publish_rc}); open {args.html_dir}/index.html or run "

@@ -214,3 +214,17 @@ def test_gpu_platform_allocates_on_demand(monkeypatch):
     monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
     platform.configure()
     assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+
+
+def test_span_spreads_releases_evenly_and_keeps_both_ends():
+    from jaxbench_helpers import mainjob
+
+    releases = [(f"0.{i}", f"h{i}") for i in range(39)]
+    chosen = mainjob.spread(releases, 13)
+    assert len(chosen) == 13
+    assert chosen[0] == releases[0] and chosen[-1] == releases[-1]
+    gaps = {int(b[0][2:]) - int(a[0][2:]) for a, b in zip(chosen, chosen[1:])}
+    assert gaps <= {3, 4}
+    assert mainjob.spread(releases[:5], 13) == releases[:5]
+    with pytest.raises(SystemExit, match="at least 2"):
+        mainjob.spread(releases, 1)

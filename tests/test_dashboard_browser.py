@@ -1,0 +1,247 @@
+"""The published dashboard in a real headless Chromium, and the commit pages publish writes.
+
+Two dashboards: the committed html/, and a fresh publish of the committed results/ against the
+release-history repository (rebuilt from the sdists, so its hashes are the results' own).
+Every expectation comes from the data (index.json, the graph files, results/), so the tests
+hold whatever releases the committed dashboard covers. Screenshots go to tests/artifacts/.
+"""
+
+import glob
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import dashboard_tools as dt
+import pytest
+from asv_tools import config, git_repo
+
+from jaxbench_helpers import asvconf, history, mainjob, publish
+
+BENCHMARK = "bench_matmul.SquareMatmul.time_run"
+COMMITTED_HTML = os.path.join(dt.ROOT, "html")
+COMMITTED_RESULTS = os.path.join(dt.ROOT, "results")
+
+
+def _refresh_target(page_html):
+    match = re.search(r'<meta http-equiv="refresh" content="0; url=([^"]+)">', page_html)
+    return html.unescape(match.group(1)) if match else None
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                           *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+# ---------------------------------------------------------------- commit pages, no asv
+
+
+def test_commit_page_redirects_to_the_upstream_commit():
+    upstream = "990e6a0b84138346e6a38785412f36356e0e5dc3"
+    message = history.commit_message(history.Sdist("0.10.2", 0, ">=3.11", upstream))
+    page = publish.commit_page("61e8ce56" + "0" * 32, message, ["jax-v0.10.2"])
+    url = f"https://github.com/jax-ml/jax/commit/{upstream}"
+    assert _refresh_target(page) == url
+    assert f'<a id="upstream" href="{url}">' in page
+    assert "<title>jax 0.10.2 (61e8ce560000)</title>" in page
+
+
+def test_commit_page_without_an_upstream_commit_falls_back_to_the_tag_then_to_the_hash(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    _git(repo, "commit", "-q", "--allow-empty", "-m",
+         "jax 0.4.1\n\nRelease 0.4.1, rebuilt from its PyPI sdist.\nUpstream commit: unknown")
+    tagged = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "tag", "jax-v0.4.1")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "a local change")
+    plain = _git(repo, "rev-parse", "HEAD")
+    commits = publish.read_commits(str(repo), [tagged, plain])
+    assert commits[tagged][1] == ["jax-v0.4.1"] and commits[plain][1] == []
+
+    tag_page = publish.commit_page(tagged, *commits[tagged])
+    assert _refresh_target(tag_page) == "https://github.com/jax-ml/jax/releases/tag/jax-v0.4.1"
+    plain_page = publish.commit_page(plain, *commits[plain])
+    assert _refresh_target(plain_page) is None and "<a" not in plain_page
+    assert plain in plain_page and "no upstream commit recorded" in plain_page
+
+    with pytest.raises(publish.PublishError, match="lacks commit"):
+        publish.read_commits(str(repo), ["0" * 40])
+
+
+def test_a_plain_repository_keeps_the_upstream_commit_url(tmp_path):
+    conf = asvconf.derive(git_repo(tmp_path / "clone"))
+    assert conf["show_commit_url"] == asvconf.load_committed()["show_commit_url"]
+    assert conf["show_commit_url"].startswith("https://github.com/jax-ml/jax/")
+
+
+# ---------------------------------------------------------------- publish, for real
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """(tmp folder, config, release-history repo) after publish() of the committed results."""
+    tmp = tmp_path_factory.mktemp("published")
+    repo = tmp / "jax-releases"
+    # the default sdist cache: the main job's, so a machine that ran it downloads nothing
+    history.build(str(repo), first=mainjob.FIRST_RELEASE, sdist_cache=history.default_cache())
+    shutil.copytree(COMMITTED_RESULTS, tmp / "results")
+    conf = config(tmp, repo, profile="regular")
+    assert publish.publish(conf) == 0
+    return tmp, conf, repo
+
+
+@pytest.mark.slow
+def test_history_config_links_the_commit_pages(published):
+    _, conf, repo = published
+    assert json.load(open(conf))["show_commit_url"] == publish.COMMIT_PAGES == "commits/"
+    assert asvconf.is_release_history(str(repo))
+
+
+@pytest.mark.slow
+def test_publish_writes_a_page_per_commit_that_leads_upstream(published):
+    tmp, _, repo = published
+    index = dt.load_index(tmp / "html")
+    measured = {json.load(open(f))["commit_hash"]
+                for f in glob.glob(str(tmp / "results" / "*" / "*.json"))
+                if not f.endswith("machine.json")}
+    hashes = set(index["revision_to_hash"].values())
+    assert measured <= hashes
+    versions = {commit: version for version, commit in history.release_commits(str(repo))}
+    for commit in hashes:
+        version = versions[commit]
+        # the upstream commit as the release's own sdist records it, not as the message says
+        sdist = history.read_sdist(history.sdist_path(history.default_cache(), version), version)
+        expected = (f"{publish.UPSTREAM}/commit/{sdist.git_hash}" if sdist.git_hash != "unknown"
+                    else f"{publish.UPSTREAM}/releases/tag/jax-v{version}")
+        for name in (commit, commit[:index["hash_length"]]):
+            page = open(tmp / "html" / "commits" / name / "index.html").read()
+            assert _refresh_target(page) == expected, (version, name)
+            assert f'href="{expected}"' in page
+
+
+@pytest.mark.slow
+def test_publish_refuses_a_repository_without_the_published_commits(published, tmp_path):
+    tmp, _, _ = published
+    with pytest.raises(publish.PublishError, match="lacks commit"):
+        publish.write_commit_pages(str(tmp / "html"), git_repo(tmp_path / "other"))
+
+
+# ---------------------------------------------------------------- in the browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with dt.chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture(params=["committed", pytest.param("published", marks=pytest.mark.slow)])
+def board(request, browser):
+    """(name, html folder, results folder, an open Dashboard)."""
+    if request.param == "committed":
+        html_dir, results_dir = COMMITTED_HTML, COMMITTED_RESULTS
+    else:
+        tmp = request.getfixturevalue("published")[0]
+        html_dir, results_dir = str(tmp / "html"), str(tmp / "results")
+    with dt.dashboard(browser, html_dir) as dashboard:
+        yield request.param, html_dir, results_dir, dashboard
+
+
+def _measured_revisions(results_dir, index, benchmark):
+    """Revisions of the commits whose results hold a value for ``benchmark``."""
+    revision = {h: int(r) for r, h in index["revision_to_hash"].items()}
+    found = set()
+    for path in glob.glob(os.path.join(results_dir, "*", "*.json")):
+        data = json.load(open(path))
+        row = data.get("results", {}).get(benchmark)
+        values = row[0] if row else None
+        if values and any(v is not None for v in values) and data["commit_hash"] in revision:
+            found.add(revision[data["commit_hash"]])
+    return found
+
+
+def test_graph_shows_a_point_per_measured_release_labelled_with_its_tag(board):
+    name, html_dir, results_dir, dashboard = board
+    index = dt.load_index(html_dir)
+    assert BENCHMARK in index["benchmarks"], f"{html_dir} has no {BENCHMARK}"
+    expected = [s for f in dt.graph_files(html_dir, BENCHMARK) for s in dt.measured_series(f)]
+    measured = set().union(*expected)
+    assert measured == _measured_revisions(results_dir, index, BENCHMARK)
+
+    page = dashboard.open(BENCHMARK)
+    plotted = dt.plotted_series(page)
+    dashboard.screenshot(f"{name}-graph.png")
+    assert sorted(plotted) == sorted(expected)
+
+    labels, offsets = dt.tag_labels(page)
+    tag_of = {revision: tag for tag, revision in index["tags"].items()}
+    for revision in measured:
+        tag = tag_of[revision]
+        assert tag in labels, f"no label {tag} over the point at revision {revision}"
+        assert abs(labels[tag] - offsets[str(revision)]) < 1.5
+    assert dashboard.errors == []
+
+
+def test_regressions_page_renders_its_table(board):
+    name, html_dir, _, dashboard = board
+    with open(os.path.join(html_dir, "regressions.json")) as f:
+        regressions = json.load(f)["regressions"]
+    rows = sum(len(item[6]) for item in regressions if item[6] is not None)
+    page = dashboard.open("regressions")
+    page.wait_for_selector("#regressions-body table thead")
+    dashboard.screenshot(f"{name}-regressions.png")
+    assert page.evaluate("() => $('#regressions-body table:visible tbody tr').length") == rows
+    assert dashboard.errors == []
+
+
+@pytest.mark.slow
+def test_a_graph_point_links_to_its_commit_page_which_leads_upstream(published, browser):
+    tmp, _, repo = published
+    html_dir = tmp / "html"
+    index = dt.load_index(html_dir)
+    with dt.dashboard(browser, html_dir) as dashboard:
+        page = dashboard.open(BENCHMARK)
+        dt.plotted_series(page)
+        x, y, revision = page.evaluate("""() => {
+            var plot = $('#main-graph').data('plot');
+            var line = plot.getData()[0].data.filter(d => d[1] !== null);
+            var point = line[line.length - 1];
+            var at = plot.pointOffset({x: point[0], y: point[1]});
+            var box = $('#main-graph')[0].getBoundingClientRect();
+            return [box.left + at.left, box.top + at.top, point[0]];
+        }""")
+        commit = index["revision_to_hash"][str(revision)]
+        short = commit[:index["hash_length"]]
+        upstream = publish.upstream_commit(_git(repo, "log", "-1", "--format=%B", commit))
+        href = page.evaluate("(rev) => new URL($.asv.main_json.show_commit_url + "
+                             "$.asv.get_commit_hash(rev), location.href).href", revision)
+        assert href == f"{dashboard.base_url}commits/{short}"
+        with page.expect_popup() as popup:
+            page.mouse.click(x, y)
+        opened = popup.value
+        opened.wait_for_url(re.compile(r"^https://github\.com/"))
+        dashboard.page = opened
+        # the stub that answered for github.com: the page is not fetched from there
+        assert opened.url == f"{publish.UPSTREAM}/commit/{upstream}"
+        assert dashboard.outside == [opened.url]
+
+        page = dashboard.open("regressions")
+        page.wait_for_selector("#regressions-body table thead")
+        for link in page.evaluate("() => $('#regressions-body a[href^=\"commits/\"]')"
+                                  ".map(function () { return this.href; }).get()"):
+            answer = page.request.get(link)
+            assert answer.ok, link
+            assert _refresh_target(answer.text()).startswith(publish.UPSTREAM + "/"), link
+        assert dashboard.errors == [], dashboard.errors
+
+
+def test_committed_dashboard_has_a_page_for_each_commit_link():
+    index = dt.load_index(COMMITTED_HTML)
+    if index["show_commit_url"] != publish.COMMIT_PAGES:
+        pytest.skip(f"the committed html/ links commits to {index['show_commit_url']!r}: it "
+                    "was published before the commit pages; the next main job republishes it")
+    for commit in index["revision_to_hash"].values():
+        for name in (commit, commit[:index["hash_length"]]):
+            page = open(os.path.join(COMMITTED_HTML, "commits", name, "index.html")).read()
+            assert _refresh_target(page).startswith(publish.UPSTREAM + "/"), name
