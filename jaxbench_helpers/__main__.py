@@ -4,7 +4,10 @@
     test      run the test suite
     history   build the release-history git repository from the jax sdists
     config    write an asv config pointed at another JAX repository
+    publish   asv publish, plus the dashboard's commit pages that lead to upstream JAX
     install   the asv install step (pairs a jax checkout with a jaxlib)
+    report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
+    calibrate measure one commit several times: noise, asv compare's false positives, thresholds
 
 ``main`` and ``test`` first make .venv (asv, pytest, jax) and run inside it.
 """
@@ -17,7 +20,10 @@ COMMANDS = {
     "main": "mainjob",
     "history": "history",
     "config": "asvconf",
+    "publish": "publish",
     "install": "install",
+    "report": "report",
+    "calibrate": "calibrate",
 }
 
 

@@ -1,0 +1,654 @@
+"""Noise calibration: one commit measured several times, and what asv makes of the differences.
+
+Each run is a separate ``asv run`` of the same commit into its own scratch results folder (never
+the config's own ``results_dir``)::
+
+    python -m jaxbench_helpers calibrate [--config C] [--commit jax-v0.10.2] [--runs 2]
+        [--factor 1.10] [-b REGEX ...] [--profile quick] [--machine NAME] [--python same]
+        [--work-dir DIR] [--env-dir DIR] [-o report.md] [--write-config asv.conf.json]
+
+Without ``--config`` the suite runs against the release-history repository
+``.asv/jax-releases`` (``python -m jaxbench_helpers history``). ``--python same`` measures the
+running interpreter's jax instead of an asv-built environment (``asv run --python=same
+--set-commit-hash COMMIT``).
+
+The Markdown report gives, per benchmark and parameter combination: the median of each run,
+the spread within each run (interquartile range / median, from asv's ``stats_q_25`` and
+``stats_q_75``), the change between runs (largest / smallest run median - 1) and whether
+``asv compare --factor F`` would flag two runs of the same commit. From the change between runs
+it proposes ``regressions_thresholds`` for ``asv publish`` and, with ``--write-config``, writes
+them into an asv config, leaving the rest of the file as it is.
+"""
+
+import argparse
+import contextlib
+import itertools
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from . import profiles, report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_REPO = os.path.join(ROOT, ".asv", "jax-releases")
+# asv publish's threshold where regressions_thresholds has no matching entry
+ASV_DEFAULT_THRESHOLD = 0.05
+# a spread (IQR / median within a run) below this counts as quiet in the summary
+QUIET_SPREAD = 0.03
+THRESHOLD_STEP = 0.05
+KEY = "regressions_thresholds"
+
+
+class CalibrationError(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def spread(measurement):
+    """Interquartile range / median of one run's samples (None without statistics)."""
+    stats, value = measurement.stats, measurement.value
+    if not stats or report.missing(value) or not value:
+        return None
+    q25, q75 = stats.get("q_25"), stats.get("q_75")
+    if q25 is None or q75 is None:
+        return None
+    return (q75 - q25) / abs(value)
+
+
+def flagged(a, b, factor):
+    """Whether asv compare at ``factor`` marks ``b`` against ``a`` as changed (either way).
+
+    asv's own rule (``asv.commands.compare._is_result_better``): the ratio must exceed the
+    factor, and, where both runs have statistics from more than one sample, asv's test must call
+    them different (Mann-Whitney U on recorded samples, else non-overlapping 99% intervals).
+    """
+    from asv.commands.compare import _is_result_better
+
+    if report.missing(a.value) or report.missing(b.value):
+        return False
+    ss_a, ss_b = (a.stats, a.samples), (b.stats, b.samples)
+    return bool(_is_result_better(a.value, b.value, ss_a, ss_b, factor)
+                or _is_result_better(b.value, a.value, ss_b, ss_a, factor))
+
+
+@dataclass
+class Case:
+    """One benchmark at one parameter combination (and environment), across the runs."""
+
+    key: report.SeriesKey
+    unit: str
+    runs: list  # [report.Measurement], one per run
+
+    @property
+    def name(self):
+        """asv's name for it on the regressions page: benchmark(params)."""
+        return self.key.benchmark + self.key.params
+
+    @property
+    def values(self):
+        return [m.value for m in self.runs]
+
+    @property
+    def complete(self):
+        """Every run has a value (no failure, no skip)."""
+        return not any(report.missing(v) for v in self.values)
+
+    @property
+    def failed(self):
+        return any(v is None for v in self.values)
+
+    @property
+    def spreads(self):
+        return [spread(m) for m in self.runs]
+
+    @property
+    def worst_spread(self):
+        found = [s for s in self.spreads if s is not None]
+        return max(found) if found else None
+
+    @property
+    def change(self):
+        """Largest / smallest run median - 1: how far apart the runs came out."""
+        if not self.complete:
+            return None
+        values = [abs(v) for v in self.values]
+        if min(values) == 0:
+            return 0.0 if max(values) == 0 else None
+        return max(values) / min(values) - 1
+
+    @property
+    def ratios(self):
+        """Each run's median / the first run's."""
+        first = self.values[0]
+        if not self.complete or not first:
+            return None
+        return [v / first for v in self.values[1:]]
+
+    def flagged_pairs(self, factor):
+        """[(i, j)] run pairs (1-based) asv compare would flag."""
+        return [(i + 1, j + 1) for i, j in itertools.combinations(range(len(self.runs)), 2)
+                if flagged(self.runs[i], self.runs[j], factor)]
+
+
+def cases(runs, units=None):
+    """[Case] for every benchmark × parameters × environment in any of ``runs``
+    ({SeriesKey: Measurement} each); a case a run lacks counts as skipped there."""
+    units = units or {}
+    keys = sorted(set().union(*runs), key=lambda k: (k.benchmark, k.params, k.env))
+    return [Case(k, report.unit_of(k.benchmark, units),
+                 [run.get(k, report.Measurement(math.nan)) for run in runs]) for k in keys]
+
+
+def proposed_threshold(case, margin, floor=ASV_DEFAULT_THRESHOLD, step=THRESHOLD_STEP):
+    """max(floor, margin × change between runs), rounded up to ``step`` (None: no change known)."""
+    if case.change is None:
+        return None
+    wanted = max(floor, margin * case.change)
+    return round(math.ceil(wanted / step - 1e-9) * step, 4)
+
+
+def threshold_regex(name):
+    """A regex for regressions_thresholds matching exactly this benchmark(params) entry; asv
+    matches it against the name plus '@branch'."""
+    return re.escape(name) + "(@|$)"
+
+
+def thresholds(found, margin):
+    """{regex: threshold} for the cases whose proposed threshold exceeds asv's default (the
+    largest over environments where one name has several)."""
+    by_name = {}
+    for case in found:
+        t = proposed_threshold(case, margin)
+        if t is not None and t > ASV_DEFAULT_THRESHOLD:
+            by_name[case.name] = max(t, by_name.get(case.name, 0))
+    return {threshold_regex(name): t for name, t in sorted(by_name.items())}
+
+
+# ---------------------------------------------------------------- the config file
+
+
+def _object_end(text, start):
+    """Index just after the JSON(5) object that opens at ``text[start] == '{'``."""
+    depth, i, quote = 0, start, None
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif text.startswith("//", i):
+            i = text.find("\n", i)
+            if i < 0:
+                break
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise CalibrationError(f"unbalanced braces after {KEY!r}")
+
+
+def _format_dict(entries, indent):
+    if not entries:
+        return "{}"
+    inner = indent + "    "
+    rows = [f"{inner}{json.dumps(k)}: {v}" for k, v in entries.items()]
+    return "{\n" + ",\n".join(rows) + "\n" + indent + "}"
+
+
+def write_thresholds(path, new, replaced=()):
+    """Set ``new`` ({regex: threshold}) in the config at ``path``, keeping its other entries
+    except those in ``replaced`` (the entries of the calibrated cases, re-decided now). Only the
+    regressions_thresholds value changes, or the key is inserted before "benchmark_dir"; the
+    file's comments stay. Returns the resulting dict."""
+    from asv import util
+    from asv.config import Config
+
+    try:
+        with open(path) as f:
+            text = f.read()
+        current = util.load_json(path, js_comments=True)
+    except (OSError, ValueError, util.UserError) as err:
+        raise CalibrationError(f"--write-config {path}: cannot read it as an asv config "
+                               f"({err})") from None
+    existing = current.get(KEY) or {}
+    if not isinstance(existing, dict):
+        raise CalibrationError(f"{path}: {KEY} is not a dict of regex -> threshold")
+    merged = {k: v for k, v in existing.items() if k not in set(replaced) | set(new)}
+    merged.update(new)
+    merged = dict(sorted(merged.items()))
+    found = re.search(r'^([ \t]*)"' + KEY + r'"\s*:\s*', text, flags=re.M)
+    if found:
+        indent = found.group(1)
+        start = found.end()
+        if text[start:start + 1] != "{":
+            raise CalibrationError(f"{path}: {KEY} is not an object")
+        end = _object_end(text, start)
+        updated = text[:start] + _format_dict(merged, indent) + text[end:]
+    else:
+        anchor = re.search(r'^([ \t]*)"benchmark_dir"\s*:', text, flags=re.M)
+        if anchor:
+            indent, at = anchor.group(1), anchor.start()
+        else:  # no anchor: make it the first key
+            brace = re.search(r"^\s*\{[ \t]*\n", re.sub(r"//[^\n]*", lambda m: " " * len(
+                m.group()), text))
+            if not brace:
+                raise CalibrationError(f"{path}: no top-level object found")
+            indent, at = "    ", brace.end()
+        updated = (text[:at] + f'{indent}"{KEY}": {_format_dict(merged, indent)},\n\n'
+                   + text[at:])
+    tmp = path + ".calibrate.tmp"
+    with open(tmp, "w") as f:
+        f.write(updated)
+    try:
+        loaded = Config.load(tmp).regressions_thresholds
+    except Exception as err:  # never leave a config asv cannot read
+        os.remove(tmp)
+        raise CalibrationError(f"{path}: the edited config did not load ({err}); left as it "
+                               "was") from None
+    if loaded != merged:
+        os.remove(tmp)
+        raise CalibrationError(f"{path}: the edited config reads back differently; left as it "
+                               "was")
+    os.replace(tmp, path)
+    return merged
+
+
+# ---------------------------------------------------------------- running asv
+
+
+def _absolute(path, base):
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
+
+
+def load_config(path):
+    """The asv config at ``path`` as a dict, with its paths made absolute (asv reads them
+    relative to the config's folder) so that a copy elsewhere means the same."""
+    from asv import util
+
+    if not os.path.isfile(path):
+        raise CalibrationError(f"--config {path} does not exist; pass an asv config, e.g. "
+                               "the one 'python -m jaxbench_helpers config' writes")
+    try:
+        conf = util.load_json(path, js_comments=True)
+    except (ValueError, util.UserError) as err:
+        raise CalibrationError(f"--config {path} is not valid asv JSON: {err}") from None
+    base = os.path.dirname(os.path.abspath(path))
+    for key, default in (("benchmark_dir", "benchmarks"), ("env_dir", "env"),
+                         ("results_dir", "results"), ("html_dir", "html")):
+        conf[key] = _absolute(conf.get(key, default), base)
+    repo = conf.get("repo", "")
+    if repo and "://" not in repo and not repo.startswith("git@"):
+        conf["repo"] = _absolute(repo, base)
+    for key in ("build_command", "install_command", "uninstall_command"):
+        if conf.get(key):
+            conf[key] = [cmd.replace("{conf_dir}", base) for cmd in conf[key]]
+    return conf
+
+
+def default_config():
+    from . import asvconf
+
+    if not os.path.isdir(DEFAULT_REPO):
+        raise CalibrationError(f"no --config and no release-history repository at "
+                               f"{DEFAULT_REPO}; build it (python -m jaxbench_helpers history "
+                               "--dest .asv/jax-releases) or pass --config")
+    return asvconf.derive(DEFAULT_REPO)
+
+
+def _matrix_first(conf, name):
+    values = conf.get("matrix", {}).get("env_nobuild", {}).get(name) or [None]
+    return values[0] if isinstance(values, list) else values
+
+
+def ensure_machine(name):
+    """Describe ``name`` in asv's machine file unless it is there already (asv would ask)."""
+    from asv.machine import MachineCollection
+
+    from . import mainjob
+
+    path = MachineCollection.get_machine_file_path()
+    try:
+        with open(path) as f:
+            known = json.load(f)
+    except (OSError, ValueError):
+        known = {}
+    if name not in known:
+        with contextlib.redirect_stdout(sys.stderr):  # standard output carries the report
+            mainjob.record_machine(name, path=path)
+
+
+def run_asv(conf_path, commit, *, machine, bench, same_python, env, echo=True):
+    """One ``asv run`` of ``commit``; asv's output goes to stderr as it comes."""
+    cmd = [sys.executable, "-m", "asv", "--config", conf_path, "run", "--machine", machine,
+           "--show-stderr"]
+    if same_python:
+        cmd += ["--python=same", "--set-commit-hash", commit]
+    else:
+        cmd += [f"{commit}^!"]
+    cmd += [a for b in bench for a in ("--bench", b)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+    tail = []
+    for line in proc.stdout:
+        if echo:
+            sys.stderr.write(line)
+        tail = (tail + [line])[-40:]
+    proc.wait()
+    # 2: some benchmark failed; the report lists it
+    if proc.returncode not in (0, 2):
+        raise CalibrationError(f"asv run exited {proc.returncode}:\n{''.join(tail)}")
+    return proc.returncode
+
+
+def load_run(results_dir, machine):
+    """(commit hash, {SeriesKey: Measurement}, units) of one run's scratch results."""
+    found = report.load_measurements(results_dir, machine)
+    if len(found) != 1:
+        raise CalibrationError(f"{results_dir} holds results for {len(found)} commits, not 1: "
+                               "did asv run anything? (check -b and --commit)")
+    (commit, measured), = found.items()
+    return commit, measured, report.load_units(results_dir)
+
+
+def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_python,
+            env_dir=None, echo=True):
+    """Run asv ``runs`` times, one run at a time, each with its own config copy and results
+    folder under ``work_dir``. Returns ([results folder], [1-minute load average before each
+    run and after the last])."""
+    own_results = os.path.realpath(conf["results_dir"])
+    if os.path.realpath(work_dir).startswith(own_results + os.sep) or (
+            os.path.realpath(work_dir) == own_results):
+        raise CalibrationError(f"--work-dir {work_dir} lies inside the config's results folder "
+                               f"{own_results}; pick a scratch folder")
+    env = dict(os.environ)
+    conf = json.loads(json.dumps(conf))
+    if env_dir:
+        conf["env_dir"] = os.path.abspath(env_dir)
+    if profile:
+        conf.setdefault("matrix", {}).setdefault("env_nobuild", {})["JAXBENCH_PROFILE"] = [
+            profile]
+    if same_python:
+        # an existing environment ignores the matrix: its variables come from ours
+        for name in ("JAXBENCH_PROFILE", "JAXBENCH_PLATFORM"):
+            value = _matrix_first(conf, name)
+            if value:
+                env[name] = value
+    folders, loads = [], [os.getloadavg()[0]]
+    for i in range(1, runs + 1):
+        folder = os.path.join(work_dir, f"run-{i}")
+        if os.path.exists(folder):
+            raise CalibrationError(f"{folder} exists already; pass an empty --work-dir")
+        os.makedirs(folder)
+        results = os.path.join(folder, "results")
+        conf_path = os.path.join(folder, "asv.conf.json")
+        with open(conf_path, "w") as f:
+            json.dump(dict(conf, results_dir=results, html_dir=os.path.join(folder, "html")),
+                      f, indent=4)
+        print(f"jaxbench calibrate: run {i} of {runs} ({commit}) into {results}",
+              file=sys.stderr, flush=True)
+        run_asv(conf_path, commit, machine=machine, bench=bench, same_python=same_python,
+                env=env, echo=echo)
+        folders.append(results)
+        loads.append(os.getloadavg()[0])
+    return folders, loads
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def _percent(x):
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|")
+
+
+def _value(value, unit):
+    """A run's median with its unit; whole numbers (versions, counts) as they are."""
+    if unit not in ("seconds", "bytes") and isinstance(value, (int, float)) and not \
+            report.missing(value) and float(value).is_integer():
+        return f"{int(value)} {unit}".strip()
+    return report.human(value, unit)
+
+
+def advice(case, factor, spread_limit):
+    """Why a case is not to be trusted, and what to do about it ('' when it is fine)."""
+    reasons = []
+    pairs = case.flagged_pairs(factor)
+    worst = case.worst_spread
+    if pairs:
+        # the smallest factor, in steps of 0.05, that the observed ratio does not exceed
+        quiet_factor = math.ceil((1 + (case.change or 0)) * 20 - 1e-9) / 20
+        runs = ", ".join(f"{i}/{j}" for i, j in pairs)
+        reasons.append(f"asv compare flags runs {runs} of the same commit: compare it with "
+                       f"--factor {quiet_factor:.2f} or more, or measure it with more rounds "
+                       "and samples (regular profile)")
+    if worst is not None and worst > spread_limit:
+        reasons.append(f"samples vary {_percent(worst)} within a run: more samples (regular "
+                       "profile), a quieter machine, or a longer inner loop")
+    elif case.change is not None and case.change > spread_limit and not pairs:
+        reasons.append(f"run medians differ {_percent(case.change)}: keep its regressions "
+                       "threshold at least at the proposed value")
+    return "; ".join(reasons)
+
+
+def markdown(found, *, commit, commit_name, runs, machine, factor, margin, spread_limit,
+             profile, proposed, loads, written=None, folders=()):
+    complete = [c for c in found if c.complete]
+    failed = [c for c in found if c.failed]
+    skipped = [c for c in found if not c.complete and not c.failed]
+    timed = [c for c in complete if c.worst_spread is not None]
+    quiet = [c for c in timed if c.worst_spread < QUIET_SPREAD]
+    false_positives = [c for c in complete if c.flagged_pairs(factor)]
+    changes = sorted((c for c in complete if c.change is not None), key=lambda c: c.change)
+    noisy = [(c, advice(c, factor, spread_limit)) for c in complete]
+    noisy = [(c, why) for c, why in noisy if why]
+    show_env = len({c.key.env for c in found}) > 1
+
+    def label(case):
+        return f"`{_cell(case.name)}`" + (f" [{_cell(case.key.env)}]" if show_env else "")
+
+    share = (f"{len(quiet)} of {len(timed)} timed cases ({100 * len(quiet) / len(timed):.0f}%)"
+             if timed else "no timed case")
+    benchmarks = len({c.key.benchmark for c in complete})
+    load_text = ", ".join(f"{a:.1f}" for a in loads) if loads else "unknown"
+    lines = [
+        f"# Noise calibration: {commit_name} measured {runs} times",
+        "",
+        f"Machine `{machine}`, commit `{commit[:8]}`, profile `{profile or 'as configured'}`; "
+        f"each run a separate `asv run` of the same commit. Load average (1 min) before each "
+        f"run and after the last: {load_text}.",
+        "",
+        f"* Benchmark × parameter cases with a value in every run: **{len(complete)}**, of "
+        f"{benchmarks} benchmarks ({len(failed)} failed, {len(skipped)} skipped in some run; "
+        "left out)",
+        f"* Spread within a run (interquartile range / median, the worse run) below "
+        f"{QUIET_SPREAD:.0%}: **{share}**",
+        f"* False positives of `asv compare --factor {factor}` between runs of this one commit: "
+        f"**{len(false_positives)}** of {len(complete)}",
+    ]
+    if changes:
+        mid = statistics.median(c.change for c in changes)
+        largest = changes[-1]
+        lines.append(f"* Change between runs (largest / smallest run median − 1): median "
+                     f"{_percent(mid)}, largest {_percent(largest.change)}"
+                     + (f" ({label(largest)})" if largest.change else ""))
+    lines += [
+        "",
+        f"asv flags a pair only when the ratio exceeds {factor} and asv's statistics call the "
+        "two different (Mann-Whitney U where samples were recorded, else non-overlapping 99% "
+        "intervals; with a single sample in a run, the ratio alone decides).",
+        "",
+        f"## Too noisy to trust ({len(noisy)})",
+        "",
+    ]
+    if noisy:
+        lines += ["| benchmark | spread | change between runs | flagged | what to do |",
+                  "|---|---|---|---|---|"]
+        for c, why in sorted(noisy, key=lambda cw: -(cw[0].change or 0)):
+            lines.append(f"| {label(c)} | {_percent(c.worst_spread)} | {_percent(c.change)} | "
+                         f"{'yes' if c.flagged_pairs(factor) else 'no'} | {why} |")
+        lines += ["", "What to do: compare these with a larger factor than the rest (or leave "
+                  "them out of a pull-request verdict), use the `regular` profile (two rounds, "
+                  "up to five samples each) rather than `quick`, and calibrate again with more "
+                  "runs (`--runs 3` or more) on a quieter machine before trusting a change "
+                  "smaller than their proposed threshold."]
+    else:
+        lines.append(f"None: no case varied over {spread_limit:.0%} or was flagged.")
+    lines += [
+        "",
+        "## Proposed `regressions_thresholds`",
+        "",
+        f"Threshold = max({ASV_DEFAULT_THRESHOLD}, {margin} × change between runs), rounded up "
+        f"to {THRESHOLD_STEP}. `asv publish` leaves a step smaller than its threshold off the "
+        "regressions page unless the step is needed to explain the gap between the best and "
+        f"the newest value. {len(proposed)} of {len(complete)} cases need more than "
+        f"asv's default {ASV_DEFAULT_THRESHOLD}:",
+        "",
+        "```json",
+        f'"{KEY}": ' + _format_dict(proposed, ""),
+        "```",
+        "",
+    ]
+    if written:
+        lines.append(f"Written into `{written}`.")
+    else:
+        lines.append("Write them into a config with `--write-config asv.conf.json`.")
+    run_heads = " | ".join(f"run {i}" for i in range(1, runs + 1))
+    lines += [
+        "",
+        "## Every case",
+        "",
+        f"| benchmark | {run_heads} | spread per run | ratio to run 1 | flagged at {factor} "
+        "| threshold |",
+        "|---|" + "---|" * runs + "---|---|---|---|",
+    ]
+    for c in found:
+        medians = " | ".join(_value(v, c.unit) for v in c.values)
+        spreads = " / ".join(_percent(s) for s in c.spreads)
+        ratios = " / ".join(f"{r:.3f}" for r in c.ratios) if c.ratios else "—"
+        pairs = c.flagged_pairs(factor)
+        flag = ("runs " + ", ".join(f"{i}/{j}" for i, j in pairs)) if pairs else "no"
+        t = proposed_threshold(c, margin)
+        lines.append(f"| {label(c)} | {medians} | {spreads} | {ratios} | {flag} | "
+                     f"{'—' if t is None else t} |")
+    if folders:
+        lines += ["", "Results of each run: " + ", ".join(f"`{f}`" for f in folders)]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- command line
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxbench_helpers calibrate",
+        description="Measure one commit several times with asv and report the noise: spread "
+        "within runs, change between runs, asv compare's false positives, and proposed "
+        "regressions_thresholds.")
+    parser.add_argument("--config", help="asv config (default: one derived for the "
+                        "release-history repository .asv/jax-releases)")
+    parser.add_argument("--commit", help="commit, tag or branch to measure (default: the head "
+                        "of the config's first branch)")
+    parser.add_argument("--runs", type=int, default=2, help="asv runs of the commit (default 2)")
+    parser.add_argument("--factor", type=float, default=1.10,
+                        help="asv compare's factor to test for false positives (default 1.10)")
+    parser.add_argument("--bench", "-b", action="append", default=[],
+                        help="asv benchmark regex; repeat for several (default: the whole suite)")
+    parser.add_argument("--profile", help="quick, regular or large (default: the config's)")
+    parser.add_argument("--machine", help="machine name (default: JAXBENCH_MACHINE or the "
+                        "host name)")
+    parser.add_argument("--python", choices=["same"],
+                        help="'same': measure this interpreter's jax (asv --python=same "
+                        "--set-commit-hash COMMIT) instead of an asv-built environment")
+    parser.add_argument("--work-dir", help="scratch folder for each run's config and results "
+                        "(default: a new temporary folder, kept)")
+    parser.add_argument("--env-dir", help="asv environments folder (default: the config's; "
+                        "do not share it with an asv run in progress)")
+    parser.add_argument("--margin", type=float, default=2.0,
+                        help="threshold = max(0.05, MARGIN × change between runs) (default 2)")
+    parser.add_argument("--spread-limit", type=float, default=ASV_DEFAULT_THRESHOLD,
+                        help="a spread or change between runs above this is too noisy "
+                        "(default 0.05, asv's default regression threshold)")
+    parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
+    parser.add_argument("--write-config", metavar="PATH",
+                        help="write the proposed regressions_thresholds into this asv config")
+    args = parser.parse_args(argv)
+    if args.runs < 2:
+        parser.error(f"--runs {args.runs}: comparing needs 2 runs or more")
+    if args.factor <= 1:
+        parser.error(f"--factor {args.factor}: must be above 1 (1.10 means 10%)")
+    if args.margin <= 0 or args.spread_limit <= 0:
+        parser.error("--margin and --spread-limit must be positive")
+    if args.profile and args.profile not in profiles.PROFILES:
+        parser.error(f"--profile {args.profile!r}: use one of {', '.join(profiles.PROFILES)}")
+    if args.write_config and not os.path.isfile(args.write_config):
+        parser.error(f"--write-config {args.write_config} does not exist; pass an asv config "
+                     "to update (a copy of asv.conf.json, say)")
+    return args
+
+
+def main(argv=None):
+    import platform as host
+
+    from asv.util import UserError
+
+    args = parse(sys.argv[1:] if argv is None else list(argv))
+    try:
+        conf = load_config(args.config) if args.config else default_config()
+        commit_name = args.commit or conf.get("branches", ["main"])[0]
+        machine = args.machine or os.environ.get("JAXBENCH_MACHINE") or host.node()
+        work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-calib-"))
+        ensure_machine(machine)
+        folders, loads = measure(conf, commit=commit_name, runs=args.runs, machine=machine,
+                                 bench=args.bench, profile=args.profile, work_dir=work_dir,
+                                 same_python=args.python == "same", env_dir=args.env_dir)
+        loaded = [load_run(f, machine) for f in folders]
+        commits = {c for c, _, _ in loaded}
+        if len(commits) != 1:
+            raise CalibrationError(f"the runs measured different commits: {sorted(commits)}")
+        units = {}
+        for _, _, u in loaded:
+            units.update(u)
+        found = cases([m for _, m, _ in loaded], units)
+        proposed = thresholds([c for c in found if c.complete], args.margin)
+        written = None
+        if args.write_config:
+            replaced = [threshold_regex(c.name) for c in found if c.complete]
+            write_thresholds(args.write_config, proposed, replaced)
+            written = args.write_config
+        text = markdown(found, commit=commits.pop(), commit_name=commit_name, runs=args.runs,
+                        machine=machine, factor=args.factor, margin=args.margin,
+                        spread_limit=args.spread_limit,
+                        profile=args.profile or _matrix_first(conf, "JAXBENCH_PROFILE"),
+                        proposed=proposed, loads=loads, written=written, folders=folders)
+    except (CalibrationError, report.ReportError, UserError) as err:
+        print(f"jaxbench calibrate: {err}", file=sys.stderr)
+        return 1
+    if args.output:
+        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+        with open(args.output, "w") as f:
+            f.write(text)
+        print(f"jaxbench calibrate: wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""Noise calibration: two real asv runs of one commit (``--python=same``, quick profile), its
+verdicts against ``asv compare`` on those results, asv's flagging rule on built pairs, and the
+thresholds written into a copy of asv.conf.json that asv then loads."""
+
+import glob
+import itertools
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from asv_tools import config
+
+from jaxbench_helpers import calibrate, report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MACHINE = "calibrate-test"
+SUBSET = ["-b", "Versions", "-b", r"SquareMatmul\.time_run"]
+PLANTED = "bench_matmul.SquareMatmul.time_run"
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+
+
+def _two_commit_repo(path):
+    """A repository of two empty commits: --python=same builds nothing from it."""
+    subprocess.run(["git", "init", "-q", "-b", "main", path], check=True)
+    hashes = []
+    for message in ("first", "second"):
+        subprocess.run(GIT + ["-C", path, "commit", "-q", "--allow-empty", "-m", message],
+                       check=True)
+        hashes.append(subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], check=True,
+                                     capture_output=True, text=True).stdout.strip())
+    return hashes
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """(tmp, config, [commit hashes], [run results folders], report text, edited config)."""
+    tmp = tmp_path_factory.mktemp("calibrate")
+    repo = str(tmp / "jax")
+    hashes = _two_commit_repo(repo)
+    conf = config(tmp, repo, profile="quick")
+    edited = str(tmp / "committed.asv.conf.json")
+    shutil.copy(os.path.join(ROOT, "asv.conf.json"), edited)
+    rc = calibrate.main(["--config", conf, "--commit", hashes[0], "--python", "same",
+                         "--machine", MACHINE, *SUBSET, "--work-dir", str(tmp / "work"),
+                         "-o", str(tmp / "report.md"), "--write-config", edited])
+    assert rc == 0
+    folders = [str(tmp / "work" / f"run-{i}" / "results") for i in (1, 2)]
+    return tmp, conf, hashes, folders, (tmp / "report.md").read_text(), edited
+
+
+def _result_file(results_dir):
+    found = [f for f in glob.glob(os.path.join(results_dir, MACHINE, "*.json"))
+             if not f.endswith("machine.json")]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _raw_columns(results_dir):
+    """{asv entry name: (median, q_25, q_75)} read straight from the result file's columns."""
+    data = json.load(open(_result_file(results_dir)))
+    columns = data["result_columns"]
+    found = {}
+    for name, row in data["results"].items():
+        row = dict(zip(columns, row))
+        params = row.get("params") or []
+        combos = list(itertools.product(*params)) if params else [()]
+        n = len(combos)
+        for i, combo in enumerate(combos):
+            label = f"({', '.join(combo)})" if combo else ""
+            pick = [(row.get(c) or [None] * n)[i] for c in ("result", "stats_q_25",
+                                                              "stats_q_75")]
+            found[name + label] = tuple(pick)
+    return found
+
+
+def _loaded_cases(folders):
+    loaded = [calibrate.load_run(f, MACHINE) for f in folders]
+    return calibrate.cases([m for _, m, _ in loaded], loaded[0][2]), {c for c, _, _ in loaded}
+
+
+def test_each_run_lands_in_its_own_scratch_results(calibrated):
+    tmp, _, hashes, folders, _, _ = calibrated
+    for folder in folders:
+        data = json.load(open(_result_file(folder)))
+        assert data["commit_hash"] == hashes[0]
+        assert data["env_name"].startswith("existing-")
+        assert os.path.exists(os.path.join(folder, "benchmarks.json"))
+    # the derived config's own results folder was never written
+    assert not os.path.exists(tmp / "results")
+
+
+def test_medians_and_spreads_are_asvs_own_columns(calibrated):
+    _, _, hashes, folders, _, _ = calibrated
+    found, commits = _loaded_cases(folders)
+    assert commits == {hashes[0]}
+    raw = [_raw_columns(f) for f in folders]
+    names = {c.name for c in found}
+    assert names == set(raw[0]) | set(raw[1])
+    assert {f"{PLANTED}('float32')", f"{PLANTED}('float64')",
+            "bench_environment.Versions.track_jax_version"} <= names
+    for case in found:
+        assert case.complete, case
+        for run, columns in zip(case.runs, raw):
+            median, q25, q75 = columns[case.name]
+            assert run.value == median
+            if q25 is None:  # track_*: one value, no statistics
+                assert calibrate.spread(run) is None
+            else:
+                assert calibrate.spread(run) == pytest.approx((q75 - q25) / median)
+        low, high = sorted(v for v in case.values)
+        assert case.change == pytest.approx(high / low - 1)
+        assert case.ratios == [pytest.approx(case.values[1] / case.values[0])]
+    versions = [c for c in found if c.key.benchmark.endswith("_version")]
+    # facts of the environment cannot differ between runs of the same interpreter
+    assert versions and all(c.change == 0 and not c.flagged_pairs(1.1) for c in versions)
+
+
+def test_report_and_written_config_hold_the_proposals(calibrated):
+    _, _, _, folders, text, edited = calibrated
+    found, _ = _loaded_cases(folders)
+    expected = calibrate.thresholds(found, margin=2.0)
+    assert f"with a value in every run: **{len(found)}**, of 4 benchmarks" in text
+    flagged = [c for c in found if c.flagged_pairs(1.1)]
+    assert f"`asv compare --factor 1.1` between runs of this one commit: **{len(flagged)}**" \
+        in text
+    timed = [c for c in found if c.worst_spread is not None]
+    quiet = [c for c in timed if c.worst_spread < 0.03]
+    assert f"**{len(quiet)} of {len(timed)} timed cases" in text
+    for case in found:
+        assert f"`{case.name}`" in text
+        if calibrate.advice(case, 1.1, 0.05):
+            assert text.split("## Too noisy")[1].split("## Proposed")[0].count(case.name) == 1
+    for regex, threshold in expected.items():
+        assert f"{json.dumps(regex)}: {threshold}" in text
+    from asv.config import Config
+
+    assert Config.load(edited).regressions_thresholds == expected
+
+
+def _rehome(path, folder, commit, rows=None):
+    """A copy of a result file in ``folder``, moved onto ``commit``, with benchmark rows
+    replaced by ``rows`` ({benchmark: {column: value}})."""
+    data = json.load(open(path))
+    data["commit_hash"] = commit
+    columns = data["result_columns"]
+    for name, row in (rows or {}).items():
+        data["results"][name] = [row.get(c) for c in columns]
+    with open(os.path.join(folder, commit[:8] + os.path.basename(path)[8:]), "w") as f:
+        json.dump(data, f)
+
+
+def _planted_rows(path):
+    """Run 1's time_run row changed: float32 slower by far, with a tight interval (clearly
+    different); float64 exactly as it was (identical)."""
+    data = json.load(open(path))
+    row = dict(zip(data["result_columns"], data["results"][PLANTED]))
+    value = row["result"][0]
+    # far enough that even a wide 99% interval of run 1 ends below the planted one
+    scaled = max(3.0, 2 * row["stats_ci_99_b"][0] / value) * value
+    for column, new in (("result", scaled), ("stats_ci_99_a", 0.99 * scaled),
+                        ("stats_ci_99_b", 1.01 * scaled), ("stats_q_25", 0.995 * scaled),
+                        ("stats_q_75", 1.005 * scaled)):
+        row[column] = [new, row[column][1]]
+    row.pop("samples", None)
+    return {PLANTED: row}
+
+
+def _asv_compare_marks(conf, base, head, factor):
+    """asv compare's own verdict: asv entry name -> mark (+ worse, - better, ' ' same)."""
+    proc = subprocess.run([sys.executable, "-m", "asv", "--config", conf, "compare", "--factor",
+                           str(factor), "--machine", MACHINE, base, head],
+                          capture_output=True, text=True, check=True)
+    marks = {}
+    for line in proc.stdout.splitlines():
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if len(cells) == 5 and cells[4].startswith("bench_"):
+            marks[cells[4]] = cells[0]
+    assert marks, proc.stdout + proc.stderr
+    return marks
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_flags_agree_with_asv_compare(calibrated, tmp_path, planted):
+    """Run 2 moved onto the second commit (as measured, or with run 1's time_run planted in
+    it: float32 far slower, float64 identical): asv compare between the two commits marks
+    exactly the cases the calibration flags."""
+    _, conf, hashes, folders, _, _ = calibrated
+    combined = tmp_path / "results"
+    shutil.copytree(folders[0], combined)
+    rows = _planted_rows(_result_file(folders[0])) if planted else None
+    _rehome(_result_file(folders[1]), combined / MACHINE, hashes[1], rows)
+    compare_conf = tmp_path / "asv.conf.json"
+    compare_conf.write_text(json.dumps(dict(json.load(open(conf)),
+                                            results_dir=str(combined))))
+    marks = _asv_compare_marks(str(compare_conf), hashes[0], hashes[1], 1.1)
+    measured = report.load_measurements(str(combined), MACHINE)
+    found = calibrate.cases([measured[hashes[0]], measured[hashes[1]]])
+    assert len(marks) == len(found)
+    ours = {c.name for c in found if c.flagged_pairs(1.1)}
+    theirs = {name for name, mark in marks.items() if mark in ("+", "-")}
+    assert ours == theirs
+    if planted:
+        assert f"{PLANTED}('float32')" in ours
+        assert f"{PLANTED}('float64')" not in ours
+        assert not any(name.startswith("bench_environment") for name in ours)
+
+
+# ---------------------------------------------------------------- asv's rule on built pairs
+
+
+def _m(value, half_width, repeat=5, samples=None):
+    """A measurement with a 99% interval of value ± half_width from ``repeat`` samples."""
+    stats = {"ci_99_a": value - half_width, "ci_99_b": value + half_width,
+             "q_25": value - half_width / 2, "q_75": value + half_width / 2, "number": 1,
+             "repeat": repeat}
+    return report.Measurement(value, stats, samples)
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    (_m(1.0, 0.01), _m(1.0, 0.01), False),  # identical
+    (_m(1.0, 0.01), _m(2.0, 0.01), True),  # twice as slow, intervals apart
+    (_m(2.0, 0.01), _m(1.0, 0.01), True),  # twice as fast: flagged too
+    (_m(1.0, 0.01), _m(1.08, 0.01), False),  # significant, but within the factor
+    (_m(1.0, 0.4), _m(1.5, 0.4), False),  # beyond the factor, intervals overlap
+    (_m(1.0, 0.4, repeat=1), _m(1.5, 0.4, repeat=1), True),  # one sample: the ratio decides
+    (report.Measurement(1.0), report.Measurement(1.2), True),  # no statistics (track_*)
+    (report.Measurement(1.0), report.Measurement(1.05), False),
+    # recorded samples, wholly apart: Mann-Whitney U decides though the intervals overlap
+    (_m(1.0, 0.4, samples=[1.0 + i / 100 for i in range(10)]),
+     _m(1.5, 0.4, samples=[1.5 + i / 100 for i in range(10)]), True),
+    (report.Measurement(None), _m(1.0, 0.01), False),  # failed: not a noise verdict
+    (report.Measurement(math.nan), _m(1.0, 0.01), False),  # skipped
+])
+def test_flagging_rule_is_asvs(a, b, expected):
+    assert calibrate.flagged(a, b, 1.1) is expected
+
+
+def _case(values, half_width=0.01, name="bench_x.W.time_run", params="", env="e"):
+    return calibrate.Case(report.SeriesKey(name, params, env), "seconds",
+                          [_m(v, half_width * v) for v in values])
+
+
+def test_case_statistics_over_three_runs():
+    case = _case([1.0, 1.25, 1.0])
+    assert case.spreads == [pytest.approx(0.01)] * 3
+    assert case.worst_spread == pytest.approx(0.01)
+    assert case.change == pytest.approx(0.25)
+    assert case.ratios == [pytest.approx(1.25), pytest.approx(1.0)]
+    assert case.flagged_pairs(1.1) == [(1, 2), (2, 3)]
+    assert case.flagged_pairs(1.3) == []
+    assert "--factor 1.25" in calibrate.advice(case, 1.1, 0.05)
+    failed = calibrate.Case(case.key, "seconds", [_m(1.0, 0.01), report.Measurement(None)])
+    assert failed.failed and not failed.complete and failed.change is None
+
+
+@pytest.mark.parametrize("change, expected", [
+    (0.0, 0.05), (0.01, 0.05), (0.025, 0.05), (0.026, 0.1), (0.04, 0.1), (0.1, 0.2),
+    (0.3, 0.6)])
+def test_threshold_is_margin_times_change_rounded_up(change, expected):
+    assert calibrate.proposed_threshold(_case([1.0, 1.0 + change]), margin=2) == \
+        pytest.approx(expected)
+
+
+def test_asv_publish_picks_the_threshold_for_exactly_that_case():
+    """asv's own lookup (the regressions page's data filter), with and without the branch
+    suffix asv adds to each name."""
+    from asv.plugins.regressions import _GraphDataFilter
+
+    found = [_case([1.0, 1.2], params="('float32')"), _case([1.0, 1.01], params="('float64')"),
+             _case([1.0, 1.2], params="('float32')", env="other")]
+    proposed = calibrate.thresholds(found, margin=2)
+    assert proposed == {r"bench_x\.W\.time_run\('float32'\)(@|$)": 0.4}
+    lookup = _GraphDataFilter(SimpleNamespace(regressions_thresholds=proposed), None, {})
+    for branch in ({"branch": "main"}, {}):
+        graph = SimpleNamespace(params=branch)
+
+        def threshold(entry, graph=graph):
+            return lookup._get_threshold(graph, None, entry)
+
+        assert threshold("bench_x.W.time_run('float32')") == 0.4
+        assert threshold("bench_x.W.time_run('float64')") == 0.05
+        assert threshold("bench_x.W.time_run_other('float32')") == 0.05
+        assert threshold("bench_x.W.time_run") == 0.05
+
+
+# ---------------------------------------------------------------- the config file
+
+
+def _comment_lines(text):
+    return [line for line in text.splitlines() if line.strip().startswith("//")]
+
+
+def test_thresholds_go_into_a_copy_of_the_committed_config(tmp_path):
+    from asv import util
+    from asv.config import Config
+
+    path = str(tmp_path / "asv.conf.json")
+    shutil.copy(os.path.join(ROOT, "asv.conf.json"), path)
+    original = open(path).read()
+    first = {r"a\.b(@|$)": 0.1, r"c\.d\('x'\)(@|$)": 0.25}
+    assert calibrate.write_thresholds(path, first) == dict(sorted(first.items()))
+    text = open(path).read()
+    assert text.splitlines()[:4] == original.splitlines()[:4]
+    assert _comment_lines(text) == _comment_lines(original)
+    assert text.index('"regressions_thresholds"') < text.index('"benchmark_dir"')
+    assert Config.load(path).regressions_thresholds == first
+    before, after = util.load_json(os.path.join(ROOT, "asv.conf.json"), js_comments=True), \
+        util.load_json(path, js_comments=True)
+    assert after.pop("regressions_thresholds") == first and after == before
+
+    # again: the calibrated entries are re-decided, a hand-written one stays, one key only
+    with open(path) as f:
+        text = f.read().replace('"a\\\\.b(@|$)": 0.1', '"a\\\\.b(@|$)": 0.1,\n        '
+                                '"hand.*": 0.5')
+    with open(path, "w") as f:
+        f.write(text)
+    assert Config.load(path).regressions_thresholds["hand.*"] == 0.5
+    merged = calibrate.write_thresholds(path, {r"e(@|$)": 0.15},
+                                        replaced=[r"a\.b(@|$)", r"c\.d\('x'\)(@|$)"])
+    assert merged == {"hand.*": 0.5, r"e(@|$)": 0.15}
+    text = open(path).read()
+    assert text.count('"regressions_thresholds"') == 1
+    assert Config.load(path).regressions_thresholds == merged
+    assert _comment_lines(text) == _comment_lines(original)
+    subprocess.run([sys.executable, "-c", "from asv.config import Config; import sys; "
+                    "Config.load(sys.argv[1])", path], check=True)
+
+
+def test_thresholds_in_a_config_without_benchmark_dir(tmp_path):
+    from asv.config import Config
+
+    path = tmp_path / "asv.conf.json"
+    path.write_text('// a comment\n{\n    // the repo\n    "version": 1,\n    "repo": "."\n}\n')
+    calibrate.write_thresholds(str(path), {"x": 0.2})
+    assert path.read_text().startswith("// a comment\n{\n")
+    assert Config.load(str(path)).regressions_thresholds == {"x": 0.2}
+
+
+def test_a_config_asv_cannot_read_is_left_alone(tmp_path):
+    path = tmp_path / "asv.conf.json"
+    path.write_text('{"version": 1, "repo": ".", "regressions_thresholds": [1]}\n')
+    with pytest.raises(calibrate.CalibrationError, match="not a dict"):
+        calibrate.write_thresholds(str(path), {"x": 0.2})
+    assert "[1]" in path.read_text()
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--runs", "1"], "--runs 1: comparing needs 2 runs"),
+    (["--factor", "0.9"], "--factor 0.9: must be above 1"),
+    (["--profile", "huge"], "--profile 'huge': use one of quick, regular, large"),
+    (["--write-config", "/nonexistent/asv.conf.json"], "does not exist"),
+])
+def test_bad_options_are_named(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit:
+        calibrate.main(argv)
+    assert exit.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_config_or_a_scratch_folder_in_results_is_refused(tmp_path, capsys):
+    assert calibrate.main(["--config", str(tmp_path / "none.json")]) == 1
+    assert "--config" in capsys.readouterr().err
+    repo = str(tmp_path / "jax")
+    _two_commit_repo(repo)
+    conf = config(tmp_path, repo, profile="quick")
+    rc = calibrate.main(["--config", conf, "--python", "same", "--machine", MACHINE,
+                         "--work-dir", str(tmp_path / "results" / "calib"), *SUBSET])
+    assert rc == 1
+    assert re.search(r"--work-dir .* inside the config's results folder",
+                     capsys.readouterr().err)
