@@ -1,0 +1,253 @@
+"""The suite's figures agree with hand-written loops over the same programs and inputs.
+
+For each workload, asv_runner's own benchmark object (set up, run once, then sampled with its
+own timer) and a loop written here, with its own ``jax.jit`` and its own device inputs, take
+samples in turn in this process; the median ratio of adjacent samples must be close to one.
+Adjacent samples share the machine's load of the moment, which on a shared machine swings
+single figures by tens of percent. A phase that timed something else (only the dispatch, a
+transfer, setup work, the wrong inputs) is off in every attempt; a burst of load is off in one,
+so each test takes the first of up to ``ATTEMPTS`` that agrees. Quick sizes, CPU; never an
+absolute time.
+"""
+
+import gc
+import itertools
+import operator
+import statistics
+import sys
+import time
+import warnings
+
+import jax
+import pytest
+from asv_runner.discovery import _get_benchmark
+from jax import lax
+
+from benchmarks import bench_dispatch, bench_matmul, bench_models
+from jaxbench_helpers import device, profiles, workload
+
+# suite seconds / hand-written seconds must lie within 1 +- this
+RUN_TOLERANCE = 0.05
+DISPATCH_TOLERANCE = 0.10
+# adjacent suite/hand sample pairs per attempt (the attempt's ratio is the median of their
+# ratios), attempts per test
+PAIRS = 41
+ATTEMPTS = 5
+
+RUN_WORKLOADS = [bench_matmul.SquareMatmul, bench_models.MLPTrainStep,
+                 bench_models.TransformerBlock, bench_models.CNNTrainStep,
+                 bench_models.ODEIntegration]
+DISPATCH_PHASES = ["time_dispatch_100_calls", "time_latency_100_calls"]
+
+
+@pytest.fixture
+def quick(fresh, tmp_path, monkeypatch):
+    """Quick sizes, fresh state, and a clean working directory (no shared compile cache)."""
+    monkeypatch.chdir(tmp_path)
+
+
+# ---- measuring ----------------------------------------------------------------------------
+
+def suite_sampler(cls, method, params):
+    """Samples of ``cls.method`` at the parameter values ``params`` as asv_runner takes them:
+    its own benchmark object, set up and run once (its warm-up, and the calls per sample it
+    chooses), then its own timer. Returns (a function taking one sample, in seconds per call;
+    calls per sample)."""
+    bench = _get_benchmark(method, sys.modules[cls.__module__], cls, getattr(cls, method))
+    bench.set_param_idx(list(itertools.product(*cls.params)).index(params))
+    assert not bench.do_setup(), "the benchmark skipped itself"
+    number = bench.do_run()["number"]
+    timer = bench._get_timer(*bench._build_params())
+    return (lambda: timer.timeit(number) / number), number
+
+
+def hand_sampler(unit, number):
+    """A function taking one sample of ``number`` calls of ``unit``, in seconds per call, with
+    the garbage collector off during the sample as timeit (asv_runner's timer) has it."""
+
+    def sample():
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            for _ in range(number):
+                unit()
+            return (time.perf_counter() - start) / number
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    unit()  # compile the hand-written side, untimed
+    return sample
+
+
+def suite_over_hand(cls, method, params, unit, tolerance):
+    """Median ratios (suite / hand-written) of adjacent samples, one per attempt, up to the
+    first attempt within ``tolerance``."""
+    suite, number = suite_sampler(cls, method, params)
+    hand = hand_sampler(unit, number)
+    attempts = []
+    for _ in range(ATTEMPTS):
+        ratios = []
+        for i in range(PAIRS):
+            # alternate which goes first, so a trend in the machine's load favours neither
+            if i % 2:
+                ratios.append(suite() / hand())
+            else:
+                hand_seconds = hand()
+                ratios.append(suite() / hand_seconds)
+        attempts.append(statistics.median(ratios))
+        if abs(attempts[-1] - 1) <= tolerance:
+            break
+    return attempts
+
+
+def report(name, attempts):
+    print(f"\n{name}: suite/hand-written {attempts[-1]:.3f} (attempts: "
+          f"{', '.join(f'{a:.3f}' for a in attempts)})")
+
+
+# ---- the run phase ------------------------------------------------------------------------
+
+def hand_run_unit(cls, params):
+    """One call of the compiled program on device inputs, waited for: built here from the
+    workload's host inputs with a jit of its own."""
+    host = cls().inputs(profiles.current(), *params, dispatch=False)
+    run, args = jax.jit(cls.program), jax.device_put(host)
+
+    def unit():
+        jax.block_until_ready(run(*args))
+
+    return unit
+
+
+@pytest.mark.parametrize("cls", RUN_WORKLOADS, ids=lambda c: c.__name__)
+def test_run_phase_agrees_with_a_hand_written_loop(quick, cls):
+    params = tuple(values[0] for values in cls.params)
+    attempts = suite_over_hand(cls, "time_run", params, hand_run_unit(cls, params),
+                               RUN_TOLERANCE)
+    report(f"{cls.__name__}.time_run{params}", attempts)
+    assert abs(attempts[-1] - 1) <= RUN_TOLERANCE, attempts
+
+
+# ---- the dispatch phases ------------------------------------------------------------------
+
+# The call styles bench_dispatch times through one plain function (static, keyword and
+# bound-method calls), written out with jitted functions of their own
+_scale_static = jax.jit(lambda x, factor: x * factor, static_argnums=1)
+_add = jax.jit(lambda x, y: x + y)
+_scaler = bench_dispatch.Scaler(bench_dispatch.STATIC_FACTOR)
+
+
+def hand_dispatch_call(cls, params):
+    """(function, arguments) of one dispatch-phase call, from the workload's tiny host
+    inputs, placed and jitted here."""
+    host = cls().inputs(profiles.current(), *params, dispatch=True)
+    args = jax.device_put(host)
+    case = (cls.__name__, *params[1:])
+    if case == ("JitSimple", "host"):
+        return jax.jit(cls.program), host
+    if case == ("JitSimple", "python_scalar"):
+        return jax.jit(cls.program), (args[0], bench_dispatch.PYTHON_SCALAR)
+    if case == ("JitRandomKey", "typed"):
+        return jax.jit(cls.program), (args[0], jax.device_put(
+            jax.random.key(bench_dispatch.KEY_SEED)))
+    by_name = {
+        "JitStaticArg": lambda x: _scale_static(x, bench_dispatch.STATIC_FACTOR),
+        "JitKeywordArgs": lambda x, y: _add(x=x, y=y),
+        "JitMethod": lambda x: _scaler.apply(x),
+        "EagerUnary": lax.neg,
+        "EagerBinary": operator.add,
+        "EagerIndexing": lambda x: (x[3], x[2:5]),
+    }
+    return by_name.get(cls.__name__) or jax.jit(cls.program, **cls.jit_options), args
+
+
+def hand_dispatch_unit(fn, args, method):
+    """100 calls, queued then waited for once, or each waited for."""
+    calls = workload.DISPATCH_CALLS
+    if method == "time_dispatch_100_calls":
+        def unit():
+            jax.block_until_ready([fn(*args) for _ in range(calls)])
+    else:
+        def unit():
+            for _ in range(calls):
+                jax.block_until_ready(fn(*args))
+    return unit
+
+
+def hand_donated_unit(fn, args, method):
+    """100 calls, each output donated as the next input, waited for at the end or each."""
+    state = list(args)
+    calls = workload.DISPATCH_CALLS
+
+    def unit():
+        x = state[0]
+        for _ in range(calls):
+            x = fn(x)
+            if method == "time_latency_100_calls":
+                jax.block_until_ready(x)
+        state[0] = jax.block_until_ready(x)
+
+    return unit
+
+
+def dispatch_cases():
+    """Every dispatch workload at every parameter combination, less the 1000-argument case
+    (seconds to compile; 100 takes the same path)."""
+    classes = [cls for cls in workload.workload_classes(bench_dispatch)
+               if issubclass(cls, workload.DispatchPhases)]
+    return [pytest.param(cls, params, method,
+                         id=f"{cls.__name__}-{'-'.join(map(str, params[1:]))}-{method[5:]}")
+            for cls in classes for params in itertools.product(*cls.params)
+            if params[1:] != (bench_dispatch.NUM_ARGS[-1],)
+            for method in DISPATCH_PHASES]
+
+
+@pytest.mark.parametrize("cls, params, method", dispatch_cases())
+def test_dispatch_phase_agrees_with_a_hand_written_loop(quick, cls, params, method):
+    fn, args = hand_dispatch_call(cls, params)
+    make_unit = hand_donated_unit if cls is bench_dispatch.JitDonated else hand_dispatch_unit
+    with warnings.catch_warnings():
+        # where the CPU cannot donate, jax warns when it compiles
+        warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+        attempts = suite_over_hand(cls, method, params, make_unit(fn, args, method),
+                                   DISPATCH_TOLERANCE)
+    report(f"{cls.__name__}.{method}{params}", attempts)
+    assert abs(attempts[-1] - 1) <= DISPATCH_TOLERANCE, attempts
+
+
+# ---- the check catches a phase that times something else ----------------------------------
+
+class RunsFourTimes(bench_matmul.SquareMatmul):
+    """A broken run phase: four calls per timed call (an inner loop the figure does not divide
+    out)."""
+
+    def time_run(self, dtype):
+        for _ in range(4):
+            device.block(self.prepared.run(*self.prepared.args))
+
+
+class WaitsFourHundredTimes(bench_dispatch.JitTrivial):
+    """A broken latency phase: 400 waited calls under the name of 100."""
+
+    def time_latency_100_calls(self, dtype):
+        run, args = self.prepared.run, self.prepared.tiny_args
+        for _ in range(4 * workload.DISPATCH_CALLS):
+            device.block(run(*args))
+
+
+def test_the_check_fails_a_run_phase_that_times_more_than_its_name_says(quick):
+    params = ("float32",)
+    unit = hand_run_unit(bench_matmul.SquareMatmul, params)
+    attempts = suite_over_hand(RunsFourTimes, "time_run", params, unit, RUN_TOLERANCE)
+    report("RunsFourTimes.time_run", attempts)
+    assert len(attempts) == ATTEMPTS and min(attempts) > 1 + RUN_TOLERANCE, attempts
+
+
+def test_the_check_fails_a_dispatch_phase_that_times_more_than_its_name_says(quick):
+    params, method = ("float32",), "time_latency_100_calls"
+    unit = hand_dispatch_unit(*hand_dispatch_call(bench_dispatch.JitTrivial, params), method)
+    attempts = suite_over_hand(WaitsFourHundredTimes, method, params, unit, DISPATCH_TOLERANCE)
+    report("WaitsFourHundredTimes.time_latency_100_calls", attempts)
+    assert len(attempts) == ATTEMPTS and min(attempts) > 1 + DISPATCH_TOLERANCE, attempts
