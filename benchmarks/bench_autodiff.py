@@ -177,10 +177,17 @@ class Vjp(workload.RunPhase, workload.Workload):
         return (_mlp_params(inputs, hidden, dtype),) + _mlp_data(batch, inputs, dtype)
 
 
-class Jacfwd(workload.RunPhase, workload.Workload):
-    """jax.jacfwd of tanh(W x), 512x256 Jacobian (regular profile): one vmapped JVP per input."""
+class _OfLayer:
+    """Workloads differentiating tanh(W x) in x: same inputs, float32 only."""
 
     params = [["float32"]]
+
+    def inputs(self, profile, dtype, dispatch):
+        return _layer_inputs(profile, dtype)
+
+
+class Jacfwd(_OfLayer, workload.RunPhase, workload.Workload):
+    """jax.jacfwd of tanh(W x), 512x256 Jacobian (regular profile): one vmapped JVP per input."""
 
     @staticmethod
     def program(w, x):
@@ -188,14 +195,9 @@ class Jacfwd(workload.RunPhase, workload.Workload):
 
     reference = staticmethod(_layer_jacobian_np)
 
-    def inputs(self, profile, dtype, dispatch):
-        return _layer_inputs(profile, dtype)
 
-
-class Jacrev(workload.RunPhase, workload.Workload):
+class Jacrev(_OfLayer, workload.RunPhase, workload.Workload):
     """jax.jacrev of tanh(W x), 512x256 Jacobian (regular profile): one vmapped VJP per output."""
-
-    params = [["float32"]]
 
     @staticmethod
     def program(w, x):
@@ -203,14 +205,9 @@ class Jacrev(workload.RunPhase, workload.Workload):
 
     reference = staticmethod(_layer_jacobian_np)
 
-    def inputs(self, profile, dtype, dispatch):
-        return _layer_inputs(profile, dtype)
 
-
-class Hessian(workload.RunPhase, workload.Workload):
+class Hessian(_OfLayer, workload.RunPhase, workload.Workload):
     """jax.hessian of sum(tanh(W x)) in x (256x256): forward-over-reverse, vmapped."""
-
-    params = [["float32"]]
 
     @staticmethod
     def program(w, x):
@@ -220,9 +217,6 @@ class Hessian(workload.RunPhase, workload.Workload):
     def reference(w, x):
         t = np.tanh(w @ x)
         return (w.T * (-2 * t * (1 - t * t))) @ w
-
-    def inputs(self, profile, dtype, dispatch):
-        return _layer_inputs(profile, dtype)
 
 
 class PerExampleGrads(workload.RunPhase, workload.Workload):
