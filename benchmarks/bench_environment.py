@@ -4,7 +4,9 @@ A step on the dashboard that lines up with a jaxlib or NumPy change, not a jax c
 explained here. Versions are encoded as major*10000 + minor*100 + micro (0.10.2 -> 1002).
 """
 
-from jaxbench_helpers import install
+import os
+
+from jaxbench_helpers import install, platform
 
 
 def _encoded(version):
@@ -31,3 +33,16 @@ class Versions:
         import numpy
 
         return _encoded(numpy.__version__)
+
+
+class Threads:
+    """CPUs the benchmarks may run on: one where JAXBENCH_CPU_THREADS (or the profile, on CPU)
+    pins them."""
+
+    unit = "CPUs"
+
+    def setup(self):
+        platform.configure()
+
+    def track_cpus_usable(self):
+        return len(os.sched_getaffinity(0))

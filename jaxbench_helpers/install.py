@@ -173,6 +173,7 @@ def plan(build_dir, wheel, available, cuda="", gpu_available=None):
     source = JaxSource.read(build_dir)
     jaxlib = choose_jaxlib(source, available)
     deps = [f"jaxlib=={jaxlib}"] + (wheel_requirements(wheel) if wheel else [])
+    deps += HELPER_REQUIREMENTS
     if cuda:
         gpu_available = gpu_available or {}
         deps += gpu_requirements(cuda, jaxlib, gpu_available.get("plugin", []),
@@ -185,6 +186,11 @@ def plan(build_dir, wheel, available, cuda="", gpu_available=None):
         commands.append(pip + ["--no-deps", "--force-reinstall", wheel])
     commands.append(pip + ["--no-deps", "-e", HELPERS_DIR])
     return source, jaxlib, commands
+
+
+# what the helpers need in a benchmark environment: threadpoolctl gives NumPy's BLAS one thread
+# under JAXBENCH_CPU_THREADS=1 (cpu_threads.py)
+HELPER_REQUIREMENTS = ["threadpoolctl>=3.1"]
 
 
 def main(argv=None):

@@ -7,6 +7,8 @@ series and a GPU series side by side. A platform with no device skips the benchm
 
 import os
 
+from . import cpu_threads
+
 PLATFORM_ENV = "JAXBENCH_PLATFORM"
 DEFAULT_PLATFORM = "cpu"
 
@@ -38,7 +40,9 @@ def selected():
 
 
 def configure():
-    """Restrict JAX to the selected platform. Must run before the first device query."""
+    """Restrict JAX to the selected platform and the process to the CPUs JAXBENCH_CPU_THREADS
+    (or the profile) gives it. Must run before the first device query."""
+    cpu_threads.apply()
     name = selected()
     jax_platforms, kind = _PLATFORMS[name]
     if kind == "gpu":

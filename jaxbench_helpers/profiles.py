@@ -26,15 +26,18 @@ class Profile:
     cold_repeat: tuple
     # side used by dispatch phases: small enough that execution hides no Python overhead
     dispatch_side: int = 8
+    # CPUs of the benchmark process unless JAXBENCH_CPU_THREADS says otherwise: "1" pins it to
+    # one CPU (cpu_threads.py), which halved the change between same-commit runs on a 2-core VM
+    cpu_threads: str = "all"
 
 
 PROFILES = {
     # a smoke run: one process per benchmark and few samples, for a figure in minutes
     "quick": Profile("quick", matrix_side=128, rounds=1, repeat=(1, 3, 1.0), warmup_time=0.02,
                      cold_repeat=(1, 2, 1.0)),
-    # asv's own defaults for two rounds, with fewer (slow, stable) cold compiles
-    "regular": Profile("regular", matrix_side=1000, rounds=2, repeat=(1, 5, 10.0),
-                       warmup_time=0.1, cold_repeat=(3, 5, 10.0)),
+    # for comparisons: two rounds of 10-25 samples (5-10 for cold phases), on one CPU
+    "regular": Profile("regular", matrix_side=1000, rounds=2, repeat=(10, 25, 10.0),
+                       warmup_time=0.1, cold_repeat=(5, 10, 10.0), cpu_threads="1"),
     "large": Profile("large", matrix_side=4000, rounds=2, repeat=(1, 5, 10.0),
                      warmup_time=0.1, cold_repeat=(3, 5, 10.0)),
 }

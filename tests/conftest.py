@@ -11,6 +11,9 @@ if ROOT not in sys.path:
 # bench_multidevice asks for) before any test starts JAX's backend.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAXBENCH_PLATFORM", "cpu")
+# Every in-process test shares this process: it keeps all CPUs whatever the profile; the asv
+# runs the tests start inherit this too, and tests of pinning set the variable themselves.
+os.environ["JAXBENCH_CPU_THREADS"] = "all"
 if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                " --xla_force_host_platform_device_count=8").strip()

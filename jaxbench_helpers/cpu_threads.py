@@ -1,0 +1,84 @@
+"""How many CPUs the benchmark processes use, chosen by JAXBENCH_CPU_THREADS.
+
+``all`` leaves the process as the machine starts it: XLA's CPU thread pools and OpenBLAS size
+themselves from the CPUs the process may run on. ``1`` pins the process to one CPU (the last in
+its affinity mask, so the asv process and the rest of the machine keep the others) and asks
+BLAS libraries for one thread (through threadpoolctl, since NumPy is loaded before the suite),
+before jax starts its backend.
+
+The affinity mask is the control that every release reads: XLA's pools size themselves from
+``sched_getaffinity`` from jaxlib 0.4.20 to 0.10.2 (a 1000x1000 matmul then uses one CPU, not
+two), and no XLA flag is needed. ``--xla_cpu_multi_thread_eigen=false``, the flag usually
+suggested, swaps in a different, slower dot kernel on releases before the thunk runtime and does
+nothing on later ones, so it would break the history; and an XLA flag a release does not know
+aborts the process.
+
+The profile decides (``regular`` pins, ``quick`` and ``large`` do not); JAXBENCH_CPU_THREADS
+overrides it. ``bench_environment.Threads.track_cpus_usable`` records in every result how many
+CPUs the benchmarks had.
+"""
+
+import os
+import sys
+
+CPU_THREADS_ENV = "JAXBENCH_CPU_THREADS"
+CHOICES = ("all", "1")
+# thread-count variables of the BLAS and OpenMP runtimes NumPy and SciPy may load
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class CpuThreadsError(ValueError):
+    pass
+
+
+def selected():
+    """The JAXBENCH_CPU_THREADS value, validated; without it, the profile's on CPU and 'all' on
+    an accelerator, whose host threads feed the device."""
+    from . import platform, profiles
+
+    value = os.environ.get(CPU_THREADS_ENV, "").strip().lower()
+    if not value:
+        value = profiles.current().cpu_threads if platform.selected() == "cpu" else "all"
+    if value not in CHOICES:
+        raise CpuThreadsError(
+            f"{CPU_THREADS_ENV}={value!r} is not a choice; use 'all' (the machine's default "
+            "threads) or '1' (one CPU, one thread per library)"
+        )
+    return value
+
+
+def _backend_started():
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    return bool(bridge and bridge.backends_are_initialized())
+
+
+def apply():
+    """Pin this process as JAXBENCH_CPU_THREADS says (again: a no-op). Returns the CPUs it may
+    run on. Must first run before jax starts a backend, which sizes XLA's pools once.
+    """
+    if selected() == "1":
+        cpus = os.sched_getaffinity(0)
+        if len(cpus) > 1:
+            if _backend_started():
+                raise CpuThreadsError(
+                    f"{CPU_THREADS_ENV}=1 came too late: jax has started its backend with "
+                    f"threads for {len(cpus)} CPUs; call jaxbench_helpers.platform.configure() "
+                    "before the first jax operation")
+            os.sched_setaffinity(0, {max(cpus)})
+            _limit_loaded_blas()
+        for name in BLAS_THREAD_VARS:  # for libraries loaded later and for child processes
+            os.environ[name] = "1"
+    return sorted(os.sched_getaffinity(0))
+
+
+def _limit_loaded_blas():
+    """One thread for BLAS libraries already loaded: asv_runner imports pympler, which imports
+    NumPy (and its OpenBLAS, sized to every CPU) before the suite."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        raise CpuThreadsError(
+            f"{CPU_THREADS_ENV}=1 needs threadpoolctl to give NumPy's BLAS one thread; the "
+            "install step installs it (python -m jaxbench_helpers.install), or pip install "
+            "threadpoolctl") from None
+    threadpoolctl.threadpool_limits(limits=1)
