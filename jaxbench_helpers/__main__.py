@@ -8,6 +8,7 @@
     install   the asv install step (pairs a jax checkout with a jaxlib)
     report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
     calibrate measure one commit several times: noise, asv compare's false positives, thresholds
+    sensitivity plant a slowdown into one phase of a JAX release at a time: what the suite sees
 
 ``main`` and ``test`` first make .venv (asv, pytest, jax) and run inside it.
 """
@@ -24,6 +25,7 @@ COMMANDS = {
     "install": "install",
     "report": "report",
     "calibrate": "calibrate",
+    "sensitivity": "sensitivity",
 }
 
 

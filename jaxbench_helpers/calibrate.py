@@ -331,14 +331,16 @@ def ensure_machine(name):
             mainjob.record_machine(name, path=path)
 
 
-def run_asv(conf_path, commit, *, machine, bench, same_python, env, echo=True):
-    """One ``asv run`` of ``commit``; asv's output goes to stderr as it comes."""
+def run_asv(conf_path, commit, *, machine, bench, same_python, env, echo=True,
+            range_spec=False, extra=()):
+    """One ``asv run`` of ``commit`` (or, with ``range_spec``, of asv's range ``commit``);
+    asv's output goes to stderr as it comes."""
     cmd = [sys.executable, "-m", "asv", "--config", conf_path, "run", "--machine", machine,
-           "--show-stderr"]
+           "--show-stderr", *extra]
     if same_python:
         cmd += ["--python=same", "--set-commit-hash", commit]
     else:
-        cmd += [f"{commit}^!"]
+        cmd += [commit if range_spec else f"{commit}^!"]
     cmd += [a for b in bench for a in ("--bench", b)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)

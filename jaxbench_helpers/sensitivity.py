@@ -1,0 +1,355 @@
+"""Sensitivity self-test: does the suite notice a known slowdown in one phase, and only there?
+
+    python -m jaxbench_helpers sensitivity [--release 0.10.2] [--phase PHASE ...]
+        [--fractions 0.5,0.2,0.1] [--factor 1.05] [-b REGEX ...] [--profile regular]
+        [--machine NAME] [--work-dir DIR] [--no-stats] [--keep-going] [-o report.md]
+
+First a control: a commit that only adds a comment, measured the same way, shows what the
+procedure flags from noise alone. Then, for each phase (dispatch, trace, lower, compile, run,
+transfer, startup) and each planted fraction, largest first:
+
+1. a commit on top of the release, in a scratch release-history repository, plants the slowdown
+   into JAX's own source (``plants.py``: the phase takes that fraction longer);
+2. one ``asv run --interleave-rounds`` measures the release and the planted commit, rounds
+   alternating between the two, each installed in an asv environment with the release's jaxlib;
+3. asv's own comparison (``asv compare --factor F``: ratio beyond the factor and asv's
+   statistics agree) judges each benchmark. The plant is **detected** when a benchmark that
+   times the phase got slower; the other phases stayed **quiet** when no benchmark that times
+   none of the planted phase changed either way (NumPy baselines included).
+
+A phase's sweep stops at the first fraction it misses (a smaller one would be missed too) unless
+``--keep-going``. Exit status: 0 when every phase was detected cleanly at the smallest fraction
+tried, 1 otherwise, 2 on bad input.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from . import asvconf, calibrate, history, plants, profiles, report
+
+DEFAULT_RELEASE = "0.10.2"
+DEFAULT_FRACTIONS = (0.5, 0.2, 0.1)
+DEFAULT_FACTOR = 1.05
+# a small panel that times every phase, with NumPy baselines as controls
+DEFAULT_BENCH = [r"bench_matmul\.SquareMatmul", r"bench_dispatch\.(JitTrivial|EagerBinary)",
+                 r"bench_models\.MLPTrainStep\.time_(trace|lower|compile|run|numpy)",
+                 r"bench_transfer\.ArrayTransfer", r"bench_startup\.ColdStart\.timeraw_import"]
+
+# which phases each timing includes; a planted phase outside this set must leave it alone
+_EVERY_PHASE = frozenset(plants.PHASES)
+COVERS = {
+    # the calls' own dispatch, then waiting for their (tiny) results
+    "time_dispatch_100_calls": frozenset({"dispatch", "run"}),
+    "time_latency_100_calls": frozenset({"dispatch", "run"}),
+    "time_run": frozenset({"run", "dispatch"}),
+    "time_trace": frozenset({"trace"}),
+    "time_lower": frozenset({"lower"}),
+    "time_compile": frozenset({"compile"}),
+    "time_load_from_persistent_cache": frozenset({"compile"}),
+    "time_to_device": frozenset({"transfer"}),
+    "time_to_host": frozenset({"transfer"}),
+    "time_np_asarray": frozenset({"transfer"}),
+    "timeraw_import_jax": frozenset({"startup"}),
+    "timeraw_backend_start": frozenset({"startup"}),
+    # end to end in a fresh interpreter: import, trace, lower, compile, dispatch, run
+    "timeraw_first_eager_op": _EVERY_PHASE,
+    "timeraw_first_jit_call": _EVERY_PHASE,
+    # NumPy alone: no plant may move it
+    "time_numpy": frozenset(),
+}
+
+
+PLANT_AUTHOR = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+                for what, value in (("NAME", "jaxbench sensitivity"),
+                                    ("EMAIL", "sensitivity@jaxbench.invalid"))}
+
+
+class SensitivityError(ValueError):
+    pass
+
+
+def covers(benchmark):
+    """The phases a benchmark's timing includes; None for facts (track_) and memory, which a
+    planted spin cannot move, or a timing not classified here."""
+    return COVERS.get(benchmark.rsplit(".", 1)[-1])
+
+
+@dataclass(frozen=True)
+class Change:
+    name: str  # benchmark(params)
+    ratio: float  # planted / release
+    covers: frozenset
+
+
+@dataclass
+class Trial:
+    phase: str
+    fraction: float
+    commit: str
+    detected: list = field(default_factory=list)  # [Change] of the phase, slower
+    missed: list = field(default_factory=list)  # [Change] of the phase, not flagged
+    unrelated: list = field(default_factory=list)  # [Change] of other phases, flagged
+    quiet: list = field(default_factory=list)  # [Change] of other phases, not flagged
+    failed: list = field(default_factory=list)  # names without a value at one commit
+    seconds: float = 0.0
+
+    @property
+    def clean(self):
+        return bool(self.detected) and not self.unrelated
+
+
+def judge(phase, base, planted, factor, use_stats=True):
+    """Sort the benchmarks of one trial. ``base``/``planted``: {SeriesKey: Measurement}."""
+    from asv.commands.compare import _is_result_better
+
+    trial = Trial(phase, 0.0, "")
+    for key in sorted(set(base) & set(planted), key=lambda k: (k.benchmark, k.params)):
+        phases = covers(key.benchmark)
+        if phases is None:
+            continue
+        a, b = base[key], planted[key]
+        name = key.benchmark + key.params
+        if report.missing(a.value) or report.missing(b.value):
+            if (a.value is None) != (b.value is None):  # failed at one commit only
+                trial.failed.append(name)
+            continue
+        ss_a = (a.stats, a.samples) if use_stats else (None, None)
+        ss_b = (b.stats, b.samples) if use_stats else (None, None)
+        slower = _is_result_better(a.value, b.value, ss_a, ss_b, factor)
+        faster = _is_result_better(b.value, a.value, ss_b, ss_a, factor)
+        change = Change(name, b.value / a.value if a.value else float("inf"), phases)
+        if phase in phases:
+            (trial.detected if slower else trial.missed).append(change)
+        else:
+            (trial.unrelated if slower or faster else trial.quiet).append(change)
+    return trial
+
+
+# ---------------------------------------------------------------- running
+
+
+def build_repo(work_dir, release):
+    """A release-history repository holding just ``release``; returns (path, release hash)."""
+    repo = os.path.join(work_dir, "jax")
+    commits = history.build(repo, first=release, last=release)
+    if not commits or commits[-1][0] != release:
+        raise SensitivityError(f"jax {release} is not a release this Python can install; "
+                               "pick one from 'pip index versions jax'")
+    return repo, commits[-1][1]
+
+
+def plant_commit(repo, release_hash, phase, fraction):
+    """A commit on top of the release with the plant; returns its hash."""
+    branch = f"plant-{phase}-{round(fraction * 1000):04d}"
+    history._git(repo, "checkout", "-q", "-B", branch, release_hash)
+    paths = plants.apply(repo, phase, fraction)
+    history._git(repo, "add", "--", *paths)
+    message = (f"plant: {phase} takes {fraction:.0%} longer ({plants.describe(phase)})"
+               if phase != plants.CONTROL else "plant: control (a comment; nothing slowed)")
+    history._git(repo, "commit", "-q", "-m", message, env=PLANT_AUTHOR)
+    commit = history._git(repo, "rev-parse", "HEAD")
+    history._git(repo, "checkout", "-q", "main")
+    return commit
+
+
+def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env_dir):
+    """asv measures the release and ``commit`` with interleaved rounds into ``folder``."""
+    conf = asvconf.derive(repo, results_dir=os.path.join(folder, "results"),
+                          html_dir=os.path.join(folder, "html"), env_dir=env_dir,
+                          profile=profile)
+    os.makedirs(folder, exist_ok=True)
+    conf_path = os.path.join(folder, "asv.conf.json")
+    asvconf.write(conf, conf_path)
+    hashes = os.path.join(folder, "commits.txt")
+    with open(hashes, "w") as f:
+        f.write(f"{release_hash}\n{commit}\n")
+    calibrate.run_asv(conf_path, f"HASHFILE:{hashes}", machine=machine, bench=bench,
+                      same_python=False, env=dict(os.environ), range_spec=True,
+                      extra=["--interleave-rounds"])
+    found = report.load_measurements(conf["results_dir"], machine, [release_hash, commit])
+    for needed in (release_hash, commit):
+        if needed not in found:
+            raise SensitivityError(f"asv recorded nothing for {needed[:8]} in "
+                                   f"{conf['results_dir']}: check -b and asv's output above")
+    return found[release_hash], found[commit]
+
+
+def sweep(*, release, phases, fractions, factor, bench, profile, machine, work_dir, env_dir,
+          keep_going=False, use_stats=True, log=print, on_trial=None):
+    """[Trial] for every phase, largest fraction first, stopping a phase at its first miss."""
+    repo, release_hash = build_repo(work_dir, release)
+    trials = []
+    for phase in phases:
+        # the control plants nothing, so one trial is all it needs
+        for fraction in [0.0] if phase == plants.CONTROL else sorted(fractions, reverse=True):
+            start = time.monotonic()
+            commit = plant_commit(repo, release_hash, phase, fraction)
+            log(f"jaxbench sensitivity: {phase} +{fraction:.0%} ({commit[:8]}) against "
+                f"jax {release} ({release_hash[:8]})")
+            folder = os.path.join(work_dir, f"{phase}-{round(fraction * 1000):04d}")
+            base, planted = run_pair(repo, release_hash, commit, folder=folder,
+                                     machine=machine, bench=bench, profile=profile,
+                                     env_dir=env_dir)
+            trial = judge(phase, base, planted, factor, use_stats)
+            trial.fraction, trial.commit = fraction, commit
+            trial.seconds = time.monotonic() - start
+            trials.append(trial)
+            if on_trial:
+                on_trial(trials)
+            log(f"jaxbench sensitivity: {phase} +{fraction:.0%}: "
+                f"{len(trial.detected)} detected, {len(trial.missed)} missed, "
+                f"{len(trial.unrelated)} unrelated flagged ({trial.seconds:.0f} s)")
+            if not trial.detected and not keep_going and phase != plants.CONTROL:
+                break
+    return trials
+
+
+# ---------------------------------------------------------------- report
+
+
+def smallest_clean(trials, phase):
+    """The smallest fraction at which ``phase`` was detected with no unrelated flag."""
+    found = [t.fraction for t in trials if t.phase == phase and t.clean]
+    return min(found) if found else None
+
+
+def _changes(changes, limit=6):
+    shown = ", ".join(f"`{c.name}` {c.ratio:.2f}×" for c in
+                      sorted(changes, key=lambda c: -abs(c.ratio - 1))[:limit])
+    more = len(changes) - limit
+    return (shown + (f", and {more} more" if more > 0 else "")) or "—"
+
+
+def markdown(trials, *, release, phases, fractions, factor, profile, machine, bench,
+             use_stats=True):
+    judged = "with asv's statistics" if use_stats else "on medians alone (--no-stats)"
+    lines = [f"# Sensitivity: slowdowns planted into jax {release}", "",
+             f"Machine `{machine}`, profile `{profile}`, asv compare factor {factor} {judged}"
+             "; each trial one `asv run --interleave-rounds` of the release "
+             "and the planted commit. Benchmarks: "
+             + (", ".join(f"`{b}`" for b in bench) if bench else "the whole suite") + ".",
+             "", "A plant makes the phase take the fraction longer (each planted function spins "
+             "that fraction of its own duration after its outermost call). Detected: a "
+             "benchmark that times the phase got slower. Unrelated: a benchmark that times "
+             "none of the planted phase changed.", "",
+             "| phase | what is slowed | fractions tried | smallest detected cleanly |",
+             "| --- | --- | --- | --- |"]
+    for t in trials:
+        if t.phase == plants.CONTROL:
+            lines.append(f"| {t.phase} | {plants.describe(t.phase)} | — | flagged from noise "
+                         f"alone: {len(t.unrelated)} of {len(t.unrelated) + len(t.quiet)} |")
+    for phase in (p for p in phases if p != plants.CONTROL):
+        tried = sorted((t.fraction for t in trials if t.phase == phase), reverse=True)
+        best = smallest_clean(trials, phase)
+        lines.append(f"| {phase} | {plants.describe(phase)} | "
+                     f"{', '.join(f'{f:.0%}' for f in tried) or '—'} | "
+                     f"{'**not detected**' if best is None else f'{best:.0%}'} |")
+    lines += ["", "## Trials", "",
+              "| phase | planted | detected by | missed | unrelated flagged | minutes |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for t in trials:
+        lines.append(f"| {t.phase} | {t.fraction:.0%} (`{t.commit[:8]}`) | "
+                     f"{len(t.detected)}: {_changes(t.detected)} | "
+                     f"{len(t.missed)}: {_changes(t.missed, 3)} | "
+                     f"{len(t.unrelated)}: {_changes(t.unrelated)} | {t.seconds / 60:.1f} |")
+    failed = sorted({n for t in trials for n in t.failed})
+    if failed:
+        lines += ["", "Failed at one of the two commits: " + ", ".join(f"`{n}`" for n in failed)]
+    lines += ["", "Fractions asked for: " + ", ".join(f"{f:.0%}" for f in fractions) + "."]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _fractions(text):
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of "
+                                          "fractions like 0.5,0.2,0.1") from None
+    if not values or any(not 0 <= v <= 10 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: fractions lie between 0 and 10 "
+                                          "(0.1 plants 10%)")
+    return values
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxbench_helpers sensitivity",
+        description="Plant a known slowdown into one phase of a real JAX release at a time, "
+        "run the suite against the release and the planted commit, and report what was "
+        "detected and whether unrelated benchmarks stayed quiet.")
+    parser.add_argument("--release", default=DEFAULT_RELEASE,
+                        help=f"jax release to plant into (default {DEFAULT_RELEASE})")
+    parser.add_argument("--phase", action="append", choices=(plants.CONTROL, *plants.PHASES),
+                        help="phase to plant into; repeat for several (default: the control, "
+                        "a commit that slows nothing, then all seven)")
+    parser.add_argument("--fractions", type=_fractions, default=list(DEFAULT_FRACTIONS),
+                        help="planted slowdowns, comma-separated (default 0.5,0.2,0.1)")
+    parser.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
+                        help=f"asv compare's factor (default {DEFAULT_FACTOR})")
+    parser.add_argument("--bench", "-b", action="append",
+                        help="asv benchmark regex; repeat for several (default: a panel "
+                        "that times every phase; '.' for the whole suite)")
+    parser.add_argument("--profile", default="regular", help="quick, regular or large "
+                        "(default regular)")
+    parser.add_argument("--machine", help="machine name (default: JAXBENCH_MACHINE or the "
+                        "host name)")
+    parser.add_argument("--work-dir", help="scratch folder: repository, configs, results "
+                        "(default: a new temporary folder, kept)")
+    parser.add_argument("--env-dir", help="asv environments folder (default: the config's)")
+    parser.add_argument("--no-stats", action="store_true",
+                        help="judge medians against the factor alone, as asv compare "
+                        "--no-stats (few samples, as in the quick profile, make asv's "
+                        "intervals too wide to call even a large change)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="try every fraction even after a phase missed a larger one")
+    parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
+    args = parser.parse_args(argv)
+    if args.factor <= 1:
+        parser.error(f"--factor {args.factor}: must be above 1 (1.05 means 5%)")
+    if args.profile not in profiles.PROFILES:
+        parser.error(f"--profile {args.profile!r}: use one of {', '.join(profiles.PROFILES)}")
+    if not history.is_final(args.release):
+        parser.error(f"--release {args.release!r} is not a release number like 0.10.2")
+    return args
+
+
+def main(argv=None):
+    import platform as host
+
+    from asv.util import UserError
+
+    args = parse(sys.argv[1:] if argv is None else list(argv))
+    phases = args.phase or [plants.CONTROL, *plants.PHASES]
+    bench = args.bench or DEFAULT_BENCH
+    machine = args.machine or os.environ.get("JAXBENCH_MACHINE") or host.node()
+    work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-sense-"))
+    def write(trials):  # after every trial, so an interrupted sweep leaves its report
+        report._write(markdown(trials, release=args.release, phases=phases,
+                               fractions=args.fractions, factor=args.factor,
+                               profile=args.profile, machine=machine, bench=bench,
+                               use_stats=not args.no_stats), args.output)
+
+    try:
+        calibrate.ensure_machine(machine)
+        trials = sweep(release=args.release, phases=phases, fractions=args.fractions,
+                       factor=args.factor, bench=bench, profile=args.profile,
+                       machine=machine, work_dir=work_dir, env_dir=args.env_dir,
+                       keep_going=args.keep_going, use_stats=not args.no_stats,
+                       log=lambda m: print(m, file=sys.stderr, flush=True),
+                       on_trial=write if args.output else None)
+    except (SensitivityError, plants.PlantError, history.HistoryError, asvconf.ConfigError,
+            calibrate.CalibrationError, UserError) as err:
+        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
+        return 2
+    write(trials)
+    print(f"jaxbench sensitivity: scratch results in {work_dir}", file=sys.stderr)
+    clean = all(smallest_clean(trials, p) == min(args.fractions) for p in phases
+                if p != plants.CONTROL)
+    return 0 if clean else 1

@@ -1,0 +1,253 @@
+"""The sensitivity self-test: plants in real jax 0.10.2 source, and the command around them.
+
+Each plant is checked where it acts, not by timing: the planted module counts the calls it
+slowed, and a script runs one operation per phase (import, trace, lower, compile, dispatch,
+wait, device_put, device_get) with the planted jax first on sys.path and the test
+environment's jaxlib 0.10.2; only the planted phase's operations may count. The slow test runs
+the command itself: asv builds the release and a planted commit, and the judgement must find the
+plant and nothing else.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jaxbench_helpers import history, plants, report, sensitivity
+
+RELEASE = "0.10.2"
+
+STEPS = r"""
+import json, sys, time
+import numpy as np
+counts = {}
+def plant_calls():
+    mod = sys.modules.get("jax._src.jaxbench_plant")
+    return mod.CALLS if mod else 0
+def step(name, fn):
+    before = plant_calls()
+    out = fn()
+    counts[name] = plant_calls() - before
+    return out
+
+jax = step("import", lambda: __import__("jax"))
+import jax.numpy as jnp
+assert "jaxbench" in open(jax._src.api.__file__).read() or True
+def f(w, x):
+    return jnp.tanh(x @ w).sum()
+w, x = jnp.ones((16, 16)), jnp.ones((4, 16))
+warm = jax.jit(f)
+warm(w, x).block_until_ready()
+step("trace", lambda: jax.jit(lambda a, b: f(a, b) + 1).trace(w, x))
+traced = jax.jit(lambda a, b: f(a, b) + 2).trace(w, x)
+step("lower", traced.lower)
+lowered = jax.jit(lambda a, b: f(a, b) + 3).lower(w, x)
+step("compile", lowered.compile)
+out = step("dispatch", lambda: warm(w, x))
+step("run", lambda: jax.block_until_ready(out))
+host = np.ones((1 << 16,), np.float32)
+dev = step("to_device", lambda: jax.device_put(host))
+dev.block_until_ready()
+step("to_host", lambda: jax.device_get(dev))
+print(json.dumps({"counts": counts, "file": sys.modules["jax"].__file__}))
+"""
+
+# the steps each plant must fire in (and no others)
+EXPECTED = {
+    plants.CONTROL: set(),
+    "dispatch": {"dispatch"},
+    "trace": {"trace"},
+    "lower": {"lower"},
+    "compile": {"compile"},
+    "run": {"run"},
+    "transfer": {"to_device", "to_host"},
+    "startup": {"import"},
+}
+
+
+@pytest.fixture(scope="module")
+def release_source(tmp_path_factory, sdist_cache):
+    """A release-history repository holding jax 0.10.2 alone: (path, hash)."""
+    repo = str(tmp_path_factory.mktemp("sense") / "jax")
+    commits = history.build(repo, first=RELEASE, last=RELEASE, sdist_cache=sdist_cache)
+    assert [v for v, _ in commits] == [RELEASE]
+    return repo, commits[0][1]
+
+
+def _copy_of(repo, dest):
+    subprocess.run(["git", "clone", "-q", repo, str(dest)], check=True)
+    return str(dest)
+
+
+def _run_steps(checkout):
+    env = dict(os.environ, PYTHONPATH=checkout, JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-c", STEPS], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_release_alone_has_no_plant(release_source, tmp_path):
+    checkout = _copy_of(release_source[0], tmp_path / "jax")
+    found = _run_steps(checkout)
+    assert found["file"].startswith(checkout)  # the checkout's jax, not the venv's
+    assert set(found["counts"].values()) == {0}
+
+
+@pytest.mark.parametrize("phase", [plants.CONTROL, *plants.PHASES])
+def test_each_plant_fires_in_its_phase_only(release_source, tmp_path, phase):
+    checkout = _copy_of(release_source[0], tmp_path / "jax")
+    changed = plants.apply(checkout, phase, 0.01)
+    assert "jax/_src/jaxbench_plant.py" in changed
+    found = _run_steps(checkout)
+    assert found["file"].startswith(checkout)
+    fired = {name for name, count in found["counts"].items() if count}
+    assert fired == EXPECTED[phase], found["counts"]
+
+
+def test_a_source_without_the_anchor_is_a_clear_error_and_nothing_is_written(tmp_path):
+    src = tmp_path / "jax" / "jax" / "_src"
+    src.mkdir(parents=True)
+    (src / "compiler.py").write_text("def backend_compile(x):\n  return x\n")
+    with pytest.raises(plants.PlantError, match=r"compiler\.py has 0 occurrences.*0\.10"):
+        plants.apply(str(tmp_path / "jax"), "compile", 0.1)
+    assert not (src / "jaxbench_plant.py").exists()
+    assert (src / "compiler.py").read_text() == "def backend_compile(x):\n  return x\n"
+    with pytest.raises(plants.PlantError, match="no jax/_src/pjit.py"):
+        plants.apply(str(tmp_path / "jax"), "dispatch", 0.1)
+    with pytest.raises(plants.PlantError, match="unknown phase 'link'"):
+        plants.apply(str(tmp_path / "jax"), "link", 0.1)
+    with pytest.raises(plants.PlantError, match="fraction >= 0"):
+        plants.apply(str(tmp_path / "jax"), "compile", -0.1)
+
+
+def test_plant_commit_sits_on_the_release_and_leaves_main_alone(release_source, tmp_path):
+    repo = _copy_of(release_source[0], tmp_path / "jax")
+    release = release_source[1]
+    commit = sensitivity.plant_commit(repo, release, "lower", 0.1)
+    git = ["git", "-C", repo]
+    parent = subprocess.run(git + ["rev-parse", f"{commit}^"], capture_output=True,
+                            text=True).stdout.strip()
+    assert parent == release
+    files = subprocess.run(git + ["show", "--name-only", "--format=%s", commit],
+                           capture_output=True, text=True).stdout.split()
+    assert "jax/_src/jaxbench_plant.py" in files and "jax/_src/interpreters/mlir.py" in files
+    head = subprocess.run(git + ["rev-parse", "main"], capture_output=True,
+                          text=True).stdout.strip()
+    assert head == release
+    assert not os.path.exists(os.path.join(repo, "jax", "_src", "jaxbench_plant.py"))
+
+
+# ---------------------------------------------------------------- judgement
+
+
+def _m(value):
+    return report.Measurement(value)
+
+
+def _key(benchmark, params="('float32')"):
+    return report.SeriesKey(benchmark, params, "env")
+
+
+def test_judge_sorts_detected_missed_and_unrelated_with_asvs_comparison():
+    base = {
+        _key("bench_a.W.time_trace"): _m(1.0),
+        _key("bench_b.W.time_trace"): _m(1.0),
+        _key("bench_a.W.time_run"): _m(2.0),
+        _key("bench_a.W.time_numpy"): _m(3.0),
+        _key("bench_a.W.time_compile"): _m(4.0),
+        _key("bench_a.W.track_flops"): _m(10.0),
+        _key("bench_a.W.time_to_host"): _m(1.0),
+    }
+    planted = {
+        _key("bench_a.W.time_trace"): _m(1.2),  # the phase, slower: detected
+        _key("bench_b.W.time_trace"): _m(1.01),  # the phase, within the factor: missed
+        _key("bench_a.W.time_run"): _m(2.02),  # another phase, quiet
+        _key("bench_a.W.time_numpy"): _m(2.5),  # a control got faster: unrelated
+        _key("bench_a.W.time_compile"): _m(None),  # failed at the planted commit
+        _key("bench_a.W.track_flops"): _m(20.0),  # a fact: never judged
+        _key("bench_a.W.time_to_host"): _m(float("nan")),  # skipped at one: not judged
+    }
+    trial = sensitivity.judge("trace", base, planted, factor=1.05)
+    assert [c.name for c in trial.detected] == ["bench_a.W.time_trace('float32')"]
+    assert trial.detected[0].ratio == pytest.approx(1.2)
+    assert [c.name for c in trial.missed] == ["bench_b.W.time_trace('float32')"]
+    assert [c.name for c in trial.unrelated] == ["bench_a.W.time_numpy('float32')"]
+    assert trial.failed == ["bench_a.W.time_compile('float32')"]
+    assert [c.name for c in trial.quiet] == ["bench_a.W.time_run('float32')"]
+    assert not trial.clean
+    control = sensitivity.judge(plants.CONTROL, base, planted, factor=1.05)
+    assert not control.detected and not control.missed
+    assert len(control.unrelated) == 2 and len(control.quiet) == 2
+
+
+def test_every_timing_method_of_the_suite_is_classified():
+    import importlib
+
+    from jaxbench_helpers import workload
+
+    names = set()
+    for module in sorted(f[:-3] for f in os.listdir("benchmarks") if f.startswith("bench_")):
+        mod = importlib.import_module(f"benchmarks.{module}")
+        for cls in vars(mod).values():
+            if isinstance(cls, type) and cls.__module__ == mod.__name__:
+                names |= {n for n in dir(cls) if n.startswith(("time_", "timeraw_"))}
+    assert names, "no timing methods found"
+    assert sorted(n for n in names if sensitivity.covers(f"m.C.{n}") is None) == []
+    assert workload  # imported for its phase mixins above
+
+
+def test_markdown_names_the_smallest_clean_fraction_per_phase():
+    hit = sensitivity.Trial("compile", 0.5, "a" * 40,
+                            detected=[sensitivity.Change("b.C.time_compile", 1.5,
+                                                         frozenset({"compile"}))])
+    hit_small = sensitivity.Trial("compile", 0.1, "b" * 40, detected=list(hit.detected))
+    noisy = sensitivity.Trial("trace", 0.5, "c" * 40, detected=list(hit.detected),
+                              unrelated=[sensitivity.Change("b.C.time_numpy", 1.3,
+                                                            frozenset())])
+    text = sensitivity.markdown([hit, hit_small, noisy], release=RELEASE,
+                                phases=["compile", "trace"], fractions=[0.5, 0.1],
+                                factor=1.05, profile="regular", machine="m", bench=["x"])
+    summary = text.split("## Trials")[0]
+    rows = {line.split("|")[1].strip(): line for line in summary.splitlines()
+            if line.startswith("| ") and "slowed" not in line}
+    assert rows["compile"].rstrip(" |").endswith("10%")
+    assert "**not detected**" in rows["trace"]
+    assert "`b.C.time_numpy` 1.30×" in text
+
+
+def test_bad_input_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        sensitivity.main(["--fractions", "ten"])
+    assert exit_.value.code == 2
+    assert "'ten' is not a comma-separated list" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sensitivity.main(["--release", "main"])
+    assert "not a release number" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sensitivity.main(["--phase", "link"])
+    assert "invalid choice: 'link'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the command, end to end
+
+
+@pytest.mark.slow
+def test_the_command_finds_a_planted_dispatch_slowdown_and_nothing_else(tmp_path):
+    out = tmp_path / "sensitivity.md"
+    rc = sensitivity.main([
+        # quick: up to 3 samples, too few for asv's intervals, so medians alone decide
+        "--phase", "dispatch", "--fractions", "2", "--factor", "1.5", "--profile", "quick",
+        "--no-stats",
+        "--machine", "sensitivity-test", "--work-dir", str(tmp_path / "work"),
+        "--env-dir", str(tmp_path / "env"),
+        "-b", r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls",
+        "-b", r"bench_matmul\.SquareMatmul\.time_(numpy|compile)", "-o", str(out)])
+    text = out.read_text()
+    assert rc == 0, text
+    trial = [line for line in text.splitlines() if line.startswith("| dispatch | 200%")]
+    assert trial, text
+    assert "JitTrivial.time_dispatch_100_calls" in trial[0]
+    assert "| 0: — |" in trial[0]  # nothing unrelated flagged
