@@ -5,7 +5,8 @@ the config's own ``results_dir``)::
 
     python -m jaxbench_helpers calibrate [--config C] [--commit jax-v0.10.2] [--runs 2]
         [--factor 1.10] [-b REGEX ...] [--profile quick] [--machine NAME] [--python same]
-        [--work-dir DIR] [--env-dir DIR] [-o report.md] [--write-config asv.conf.json]
+        [--work-dir DIR] [--env-dir DIR] [--from-runs WORK_DIR] [-o report.md]
+        [--write-config asv.conf.json]
 
 Without ``--config`` the suite runs against the release-history repository
 ``.asv/jax-releases`` (``python -m jaxbench_helpers history``). ``--python same`` measures the
@@ -409,6 +410,20 @@ def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_pytho
     return folders, loads
 
 
+def earlier_runs(work_dir):
+    """The results folders an earlier calibration left in ``work_dir`` (run-1, run-2...)."""
+    folders = sorted((os.path.join(work_dir, d, "results") for d in os.listdir(work_dir)
+                      if re.fullmatch(r"run-\d+", d)
+                      and os.path.isdir(os.path.join(work_dir, d, "results"))),
+                     key=lambda f: int(f.split(os.sep)[-2][4:])) if os.path.isdir(
+                         work_dir) else []
+    if len(folders) < 2:
+        raise CalibrationError(f"--from-runs {work_dir}: {len(folders)} run folders "
+                               "(run-N/results) there; comparing needs 2 or more, as an "
+                               "earlier calibrate --work-dir leaves them")
+    return folders
+
+
 # ---------------------------------------------------------------- markdown
 
 
@@ -587,6 +602,10 @@ def parse(argv):
     parser.add_argument("--spread-limit", type=float, default=ASV_DEFAULT_THRESHOLD,
                         help="a spread or change between runs above this is too noisy "
                         "(default 0.05, asv's default regression threshold)")
+    parser.add_argument("--from-runs", metavar="WORK_DIR",
+                        help="run nothing: report on the runs an earlier calibrate left in "
+                        "its --work-dir (to try another --factor or --margin, or to write "
+                        "the config afterwards)")
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
     parser.add_argument("--write-config", metavar="PATH",
                         help="write the proposed regressions_thresholds into this asv config")
@@ -615,11 +634,16 @@ def main(argv=None):
         conf = load_config(args.config) if args.config else default_config()
         commit_name = args.commit or conf.get("branches", ["main"])[0]
         machine = args.machine or os.environ.get("JAXBENCH_MACHINE") or host.node()
-        work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-calib-"))
-        ensure_machine(machine)
-        folders, loads = measure(conf, commit=commit_name, runs=args.runs, machine=machine,
-                                 bench=args.bench, profile=args.profile, work_dir=work_dir,
-                                 same_python=args.python == "same", env_dir=args.env_dir)
+        if args.from_runs:
+            folders, loads = earlier_runs(args.from_runs), []
+        else:
+            work_dir = os.path.abspath(args.work_dir
+                                       or tempfile.mkdtemp(prefix="jaxbench-calib-"))
+            ensure_machine(machine)
+            folders, loads = measure(conf, commit=commit_name, runs=args.runs,
+                                     machine=machine, bench=args.bench, profile=args.profile,
+                                     work_dir=work_dir, same_python=args.python == "same",
+                                     env_dir=args.env_dir)
         loaded = [load_run(f, machine) for f in folders]
         commits = {c for c, _, _ in loaded}
         if len(commits) != 1:
@@ -634,7 +658,7 @@ def main(argv=None):
             replaced = [threshold_regex(c.name) for c in found if c.complete]
             write_thresholds(args.write_config, proposed, replaced)
             written = args.write_config
-        text = markdown(found, commit=commits.pop(), commit_name=commit_name, runs=args.runs,
+        text = markdown(found, commit=commits.pop(), commit_name=commit_name, runs=len(folders),
                         machine=machine, factor=args.factor, margin=args.margin,
                         spread_limit=args.spread_limit,
                         profile=args.profile or _matrix_first(conf, "JAXBENCH_PROFILE"),

@@ -186,6 +186,22 @@ def _asv_compare_marks(conf, base, head, factor):
 
 
 @pytest.mark.parametrize("planted", [False, True])
+def test_from_runs_reports_on_earlier_runs_without_running_asv(calibrated, tmp_path):
+    tmp, conf, hashes, _, text, _ = calibrated
+    out = tmp_path / "again.md"
+    before = sorted(os.listdir(tmp / "work"))
+    rc = calibrate.main(["--config", conf, "--commit", hashes[0], "--machine", MACHINE,
+                         "--from-runs", str(tmp / "work"), "-o", str(out)])
+    assert rc == 0
+    again = out.read_text()
+    assert sorted(os.listdir(tmp / "work")) == before  # no new run folder
+    assert again.splitlines()[0] == text.splitlines()[0]  # "... measured 2 times"
+    table = [line for line in text.splitlines() if line.startswith("| `bench_")]
+    assert table and [line for line in again.splitlines() if line.startswith("| `bench_")] == (
+        table)
+    assert calibrate.main(["--config", conf, "--from-runs", str(tmp_path)]) == 1
+
+
 def test_flags_agree_with_asv_compare(calibrated, tmp_path, planted):
     """Run 2 moved onto the second commit (as measured, or with run 1's time_run planted in
     it: float32 far slower, float64 identical): asv compare between the two commits marks
