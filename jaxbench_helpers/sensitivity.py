@@ -256,6 +256,13 @@ def markdown(trials, *, release, phases, fractions, factor, profile, machine, be
                      f"{len(t.detected)}: {_changes(t.detected)} | "
                      f"{len(t.missed)}: {_changes(t.missed, 3)} | "
                      f"{len(t.unrelated)}: {_changes(t.unrelated)} | {t.seconds / 60:.1f} |")
+    noise = sorted(len(t.unrelated) for t in trials)
+    if noise:
+        lines += ["", f"Unrelated benchmarks flagged per trial: median "
+                  f"{noise[len(noise) // 2]}, {noise[0]} to {noise[-1]}. Where that is above "
+                  "zero the machine's noise reaches the factor, and a single detection may be "
+                  "noise too: trust a phase's figure when its detections repeat at the larger "
+                  "fractions with ratios near the plant."]
     failed = sorted({n for t in trials for n in t.failed})
     if failed:
         lines += ["", "Failed at one of the two commits: " + ", ".join(f"`{n}`" for n in failed)]
