@@ -234,20 +234,31 @@ def test_bad_input_is_a_clear_error(capsys):
 # ---------------------------------------------------------------- the command, end to end
 
 
+# quick sampling (one process, up to 3 samples) lets a NumPy control move 1.8x now and then on
+# a shared machine, hence a plant of 10 times the dispatch (11x) judged at factor 2, and up to
+# three attempts; a plant that leaked into another phase would do so in every attempt
+ATTEMPTS = 3
+
+
 @pytest.mark.slow
 def test_the_command_finds_a_planted_dispatch_slowdown_and_nothing_else(tmp_path):
-    out = tmp_path / "sensitivity.md"
-    rc = sensitivity.main([
-        # quick: up to 3 samples, too few for asv's intervals, so medians alone decide
-        "--phase", "dispatch", "--fractions", "2", "--factor", "1.5", "--profile", "quick",
-        "--no-stats",
-        "--machine", "sensitivity-test", "--work-dir", str(tmp_path / "work"),
-        "--env-dir", str(tmp_path / "env"),
-        "-b", r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls",
-        "-b", r"bench_matmul\.SquareMatmul\.time_(numpy|compile)", "-o", str(out)])
-    text = out.read_text()
-    assert rc == 0, text
-    trial = [line for line in text.splitlines() if line.startswith("| dispatch | 200%")]
-    assert trial, text
-    assert "JitTrivial.time_dispatch_100_calls" in trial[0]
-    assert "| 0: — |" in trial[0]  # nothing unrelated flagged
+    texts = []
+    for attempt in range(ATTEMPTS):
+        out = tmp_path / f"sensitivity-{attempt}.md"
+        rc = sensitivity.main([
+            # quick: up to 3 samples, too few for asv's intervals, so medians alone decide
+            "--phase", "dispatch", "--fractions", "10", "--factor", "2", "--profile",
+            "quick", "--no-stats", "--machine", "sensitivity-test",
+            "--work-dir", str(tmp_path / f"work-{attempt}"), "--env-dir", str(tmp_path / "env"),
+            "-b", r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls",
+            "-b", r"bench_matmul\.SquareMatmul\.time_(numpy|compile)", "-o", str(out)])
+        text = out.read_text()
+        texts.append(text)
+        trial = [line for line in text.splitlines() if line.startswith("| dispatch | 1000%")]
+        assert trial, text
+        # the plant is always found
+        assert "1: `bench_dispatch.JitTrivial.time_dispatch_100_calls('float32')`" in trial[0]
+        if rc == 0:
+            assert "| 0: — |" in trial[0]  # nothing unrelated flagged
+            break
+    assert rc == 0, "\n\n".join(texts)
