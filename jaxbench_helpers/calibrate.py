@@ -412,11 +412,10 @@ def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_pytho
 
 def earlier_runs(work_dir):
     """The results folders an earlier calibration left in ``work_dir`` (run-1, run-2...)."""
-    folders = sorted((os.path.join(work_dir, d, "results") for d in os.listdir(work_dir)
-                      if re.fullmatch(r"run-\d+", d)
-                      and os.path.isdir(os.path.join(work_dir, d, "results"))),
-                     key=lambda f: int(f.split(os.sep)[-2][4:])) if os.path.isdir(
-                         work_dir) else []
+    runs = os.listdir(work_dir) if os.path.isdir(work_dir) else []
+    numbers = sorted(int(d[4:]) for d in runs if re.fullmatch(r"run-\d+", d))
+    folders = [os.path.join(work_dir, f"run-{n}", "results") for n in numbers]
+    folders = [f for f in folders if os.path.isdir(f)]
     if len(folders) < 2:
         raise CalibrationError(f"--from-runs {work_dir}: {len(folders)} run folders "
                                "(run-N/results) there; comparing needs 2 or more, as an "

@@ -52,7 +52,7 @@ PLANTS = {
         Edit("jax/_src/pjit.py",
              "  cpp_jitted_f_class.eval_shape = jit_eval_shape\n  return cpp_pjitted_f\n",
              "  cpp_jitted_f_class.eval_shape = jit_eval_shape\n  " + _IMPORT
-             + "  return _jaxbench_plant.Dispatching(cpp_pjitted_f)\n"),
+             + "  return _jaxbench_plant.dispatching(cpp_pjitted_f)\n"),
     ], "every call of a jitted function (jax.jit and jax.numpy's own) returns later"),
     "trace": ([
         # jit's tracing, under its cache: a cache hit is no trace and stays as fast
@@ -160,7 +160,7 @@ def transferring(fn):
     return planted
 
 
-def Dispatching(jitted):
+def dispatching(jitted):
     """A jitted function whose calls return FRACTION later; calls inside a trace are not
     dispatches and run as they were. A plain closure with the cheapest checks: its own cost
     (about 0.8 us on a 2-core VM) adds to every dispatch, even at FRACTION 0."""

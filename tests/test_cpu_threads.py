@@ -61,10 +61,8 @@ def test_one_pins_the_process_its_blas_and_its_children_to_one_cpu():
     ("regular", "cpu", True), ("quick", "cpu", False), ("large", "cpu", False),
     ("regular", "gpu", False)])
 def test_the_profile_decides_without_the_variable(profile, platform, pinned):
+    # with no GPU here, jax falls back to the CPU: the probe still runs and shows the mask
     rc, out, err = _probe(JAXBENCH_PROFILE=profile, JAXBENCH_PLATFORM=platform)
-    if platform == "gpu":  # no GPU here: the probe stops at the device query, after pinning
-        assert "RuntimeError" in err or rc == 0
-        return
     assert rc == 0, err
     found = json.loads(out.strip().splitlines()[-1])
     assert (len(found["cpus"]) == 1) is pinned

@@ -34,7 +34,6 @@ def step(name, fn):
 
 jax = step("import", lambda: __import__("jax"))
 import jax.numpy as jnp
-assert "jaxbench" in open(jax._src.api.__file__).read() or True
 def f(w, x):
     return jnp.tanh(x @ w).sum()
 w, x = jnp.ones((16, 16)), jnp.ones((4, 16))
