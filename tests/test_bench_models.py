@@ -126,6 +126,20 @@ def test_to_host_phases_read_a_never_converted_array_each_sample(quick):
         bench.time_np_asarray("1KB")  # a second call in one sample would read a cached copy
 
 
+def test_to_host_phases_free_what_they_read_in_the_next_setup_not_in_the_timed_call(quick):
+    # freeing a 64 MB array inside the call made its median flip between ~70 us and ~2.7 ms
+    bench = bench_transfer.ArrayTransfer()
+    for method, slot in (("time_np_asarray", "np_asarray"), ("time_to_host", "to_host")):
+        bench.setup("1KB")
+        taken = bench.prepared.slots[slot]
+        getattr(bench, method)("1KB")
+        kept = bench.prepared.kept
+        assert kept[0] is taken and len(kept) == 2, method
+        assert isinstance(kept[1], np.ndarray) and np.array_equal(kept[1], np.asarray(taken))
+        bench.setup("1KB")
+        assert bench.prepared.kept == [], method
+
+
 def test_bandwidths_are_positive_bytes_per_second(quick):
     bench = bench_transfer.Bandwidth()
     bench.setup("64MB")
