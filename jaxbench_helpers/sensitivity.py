@@ -2,7 +2,8 @@
 
     python -m jaxbench_helpers sensitivity [--release 0.10.2] [--phase PHASE ...]
         [--fractions 0.5,0.2,0.1] [--factor 1.05] [-b REGEX ...] [--profile regular]
-        [--machine NAME] [--work-dir DIR] [--no-stats] [--keep-going] [-o report.md]
+        [--rounds N] [--machine NAME] [--work-dir DIR] [--no-stats] [--keep-going]
+        [-o report.md]
 
 First a control: a commit that only adds a comment, measured the same way, shows what the
 procedure flags from noise alone. Then, for each phase (dispatch, trace, lower, compile, run,
@@ -11,7 +12,9 @@ transfer, startup) and each planted fraction, largest first:
 1. a commit on top of the release, in a scratch release-history repository, plants the slowdown
    into JAX's own source (``plants.py``: the phase takes that fraction longer);
 2. one ``asv run --interleave-rounds`` measures the release and the planted commit, rounds
-   alternating between the two, each installed in an asv environment with the release's jaxlib;
+   alternating between the two, each installed in an asv environment with the release's jaxlib
+   (``--rounds N`` overrides the profile's rounds with asv's ``-a rounds=N``: on a machine
+   whose speed drifts, more alternations spread both commits over the same spells);
 3. asv's own comparison (``asv compare --factor F``: ratio beyond the factor and asv's
    statistics agree) judges each benchmark. The plant is **detected** when a benchmark that
    times the phase got slower; the other phases stayed **quiet** when no benchmark that times
@@ -24,6 +27,7 @@ tried, 1 otherwise, 2 on bad input.
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -101,6 +105,13 @@ class Trial:
     def clean(self):
         return bool(self.detected) and not self.unrelated
 
+    @property
+    def drift(self):
+        """Median planted / release ratio of the benchmarks the plant cannot touch: how much
+        the machine itself moved between the two commits' processes (None without any)."""
+        ratios = sorted(c.ratio for c in self.unrelated + self.quiet)
+        return statistics.median(ratios) if ratios else None
+
 
 def judge(phase, base, planted, factor, use_stats=True):
     """Sort the benchmarks of one trial. ``base``/``planted``: {SeriesKey: Measurement}."""
@@ -156,8 +167,10 @@ def plant_commit(repo, release_hash, phase, fraction):
     return commit
 
 
-def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env_dir):
-    """asv measures the release and ``commit`` with interleaved rounds into ``folder``."""
+def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env_dir,
+             rounds=None):
+    """asv measures the release and ``commit`` with interleaved rounds into ``folder``
+    (``rounds``: asv's ``-a rounds=N`` instead of the profile's)."""
     conf = asvconf.derive(repo, results_dir=os.path.join(folder, "results"),
                           html_dir=os.path.join(folder, "html"), env_dir=env_dir,
                           profile=profile)
@@ -169,7 +182,8 @@ def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env
         f.write(f"{release_hash}\n{commit}\n")
     calibrate.run_asv(conf_path, f"HASHFILE:{hashes}", machine=machine, bench=bench,
                       same_python=False, env=dict(os.environ), range_spec=True,
-                      extra=["--interleave-rounds"])
+                      extra=["--interleave-rounds",
+                             *(["-a", f"rounds={rounds}"] if rounds else [])])
     found = report.load_measurements(conf["results_dir"], machine, [release_hash, commit])
     for needed in (release_hash, commit):
         if needed not in found:
@@ -179,7 +193,7 @@ def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env
 
 
 def sweep(*, release, phases, fractions, factor, bench, profile, machine, work_dir, env_dir,
-          keep_going=False, use_stats=True, log=print, on_trial=None):
+          rounds=None, keep_going=False, use_stats=True, log=print, on_trial=None):
     """[Trial] for every phase, largest fraction first, stopping a phase at its first miss."""
     repo, release_hash = build_repo(work_dir, release)
     trials = []
@@ -193,7 +207,7 @@ def sweep(*, release, phases, fractions, factor, bench, profile, machine, work_d
             folder = os.path.join(work_dir, f"{phase}-{round(fraction * 1000):04d}")
             base, planted = run_pair(repo, release_hash, commit, folder=folder,
                                      machine=machine, bench=bench, profile=profile,
-                                     env_dir=env_dir)
+                                     env_dir=env_dir, rounds=rounds)
             trial = judge(phase, base, planted, factor, use_stats)
             trial.fraction, trial.commit = fraction, commit
             trial.seconds = time.monotonic() - start
@@ -225,12 +239,14 @@ def _changes(changes, limit=6):
 
 
 def markdown(trials, *, release, phases, fractions, factor, profile, machine, bench,
-             use_stats=True):
+             use_stats=True, rounds=None):
     judged = "with asv's statistics" if use_stats else "on medians alone (--no-stats)"
+    rounds_note = (f", {rounds} rounds per commit (`-a rounds={rounds}`)" if rounds
+                   else ", the profile's rounds")
     lines = [f"# Sensitivity: slowdowns planted into jax {release}", "",
              f"Machine `{machine}`, profile `{profile}`, asv compare factor {factor} {judged}"
              "; each trial one `asv run --interleave-rounds` of the release "
-             "and the planted commit. Benchmarks: "
+             f"and the planted commit{rounds_note}. Benchmarks: "
              + (", ".join(f"`{b}`" for b in bench) if bench else "the whole suite") + ".",
              "", "A plant makes the phase take the fraction longer (each planted function spins "
              "that fraction of its own duration after its outermost call). Detected: a "
@@ -249,13 +265,18 @@ def markdown(trials, *, release, phases, fractions, factor, profile, machine, be
                      f"{', '.join(f'{f:.0%}' for f in tried) or '—'} | "
                      f"{'**not detected**' if best is None else f'{best:.0%}'} |")
     lines += ["", "## Trials", "",
-              "| phase | planted | detected by | missed | unrelated flagged | minutes |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "| phase | planted | detected by | missed | unrelated flagged | drift | minutes |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for t in trials:
+        drift = "—" if t.drift is None else f"{t.drift:.2f}×"
         lines.append(f"| {t.phase} | {t.fraction:.0%} (`{t.commit[:8]}`) | "
                      f"{len(t.detected)}: {_changes(t.detected)} | "
                      f"{len(t.missed)}: {_changes(t.missed, 3)} | "
-                     f"{len(t.unrelated)}: {_changes(t.unrelated)} | {t.seconds / 60:.1f} |")
+                     f"{len(t.unrelated)}: {_changes(t.unrelated)} | {drift} | "
+                     f"{t.seconds / 60:.1f} |")
+    lines += ["", "Drift: the median planted / release ratio of the benchmarks the plant cannot "
+              "touch, i.e. how far the machine itself moved between the two commits' "
+              "processes; every ratio in that trial carries it."]
     noise = sorted(len(t.unrelated) for t in trials)
     if noise:
         lines += ["", f"Unrelated benchmarks flagged per trial: median "
@@ -305,6 +326,9 @@ def parse(argv):
                         "that times every phase; '.' for the whole suite)")
     parser.add_argument("--profile", default="regular", help="quick, regular or large "
                         "(default regular)")
+    parser.add_argument("--rounds", type=int,
+                        help="rounds per commit, alternating between the two (asv -a "
+                        "rounds=N; default: the profile's)")
     parser.add_argument("--machine", help="machine name (default: JAXBENCH_MACHINE or the "
                         "host name)")
     parser.add_argument("--work-dir", help="scratch folder: repository, configs, results "
@@ -322,6 +346,8 @@ def parse(argv):
         parser.error(f"--factor {args.factor}: must be above 1 (1.05 means 5%)")
     if args.profile not in profiles.PROFILES:
         parser.error(f"--profile {args.profile!r}: use one of {', '.join(profiles.PROFILES)}")
+    if args.rounds is not None and args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: must be 1 or more")
     if not history.is_final(args.release):
         parser.error(f"--release {args.release!r} is not a release number like 0.10.2")
     return args
@@ -341,14 +367,14 @@ def main(argv=None):
         report._write(markdown(trials, release=args.release, phases=phases,
                                fractions=args.fractions, factor=args.factor,
                                profile=args.profile, machine=machine, bench=bench,
-                               use_stats=not args.no_stats), args.output)
+                               use_stats=not args.no_stats, rounds=args.rounds), args.output)
 
     try:
         calibrate.ensure_machine(machine)
         trials = sweep(release=args.release, phases=phases, fractions=args.fractions,
                        factor=args.factor, bench=bench, profile=args.profile,
                        machine=machine, work_dir=work_dir, env_dir=args.env_dir,
-                       keep_going=args.keep_going, use_stats=not args.no_stats,
+                       rounds=args.rounds, keep_going=args.keep_going, use_stats=not args.no_stats,
                        log=lambda m: print(m, file=sys.stderr, flush=True),
                        on_trial=write if args.output else None)
     except (SensitivityError, plants.PlantError, history.HistoryError, asvconf.ConfigError,

@@ -215,6 +215,14 @@ def test_markdown_names_the_smallest_clean_fraction_per_phase():
     assert rows["compile"].rstrip(" |").endswith("10%")
     assert "**not detected**" in rows["trace"]
     assert "`b.C.time_numpy` 1.30×" in text
+    assert "the profile's rounds" in text
+    # drift: the median ratio of what the plant cannot touch; none in the compile trials
+    rows = [line for line in text.split("## Trials")[1].splitlines() if line.startswith("| ")]
+    assert rows[2].split("|")[6].strip() == "—" and rows[4].split("|")[6].strip() == "1.30×"
+    text = sensitivity.markdown([hit], release=RELEASE, phases=["compile"], fractions=[0.5],
+                                factor=1.05, profile="regular", machine="m", bench=["x"],
+                                rounds=6)
+    assert "6 rounds per commit (`-a rounds=6`)" in text
 
 
 def test_bad_input_is_a_clear_error(capsys):
@@ -228,6 +236,9 @@ def test_bad_input_is_a_clear_error(capsys):
     with pytest.raises(SystemExit):
         sensitivity.main(["--phase", "link"])
     assert "invalid choice: 'link'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sensitivity.main(["--rounds", "0"])
+    assert "--rounds 0: must be 1 or more" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- the command, end to end
@@ -240,19 +251,22 @@ ATTEMPTS = 3
 
 
 @pytest.mark.slow
-def test_the_command_finds_a_planted_dispatch_slowdown_and_nothing_else(tmp_path):
+def test_the_command_finds_a_planted_dispatch_slowdown_and_nothing_else(tmp_path, capsys):
     texts = []
     for attempt in range(ATTEMPTS):
         out = tmp_path / f"sensitivity-{attempt}.md"
         rc = sensitivity.main([
             # quick: up to 3 samples, too few for asv's intervals, so medians alone decide
             "--phase", "dispatch", "--fractions", "10", "--factor", "2", "--profile",
-            "quick", "--no-stats", "--machine", "sensitivity-test",
+            "quick", "--no-stats", "--machine", "sensitivity-test", "--rounds", "2",
             "--work-dir", str(tmp_path / f"work-{attempt}"), "--env-dir", str(tmp_path / "env"),
             "-b", r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls",
             "-b", r"bench_matmul\.SquareMatmul\.time_(numpy|compile)", "-o", str(out)])
         text = out.read_text()
         texts.append(text)
+        # two rounds per commit instead of the quick profile's one, alternating
+        log = capsys.readouterr().err
+        assert "(round 2/2)" in log and "2 rounds per commit" in text
         trial = [line for line in text.splitlines() if line.startswith("| dispatch | 1000%")]
         assert trial, text
         # the plant is always found
