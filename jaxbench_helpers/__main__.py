@@ -9,6 +9,7 @@
     report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
     calibrate measure one commit several times: noise, asv compare's false positives, thresholds
     sensitivity plant a slowdown into one phase of a JAX release at a time: what the suite sees
+    noisefloor  time hand-written loops in fresh processes, no asv: this machine's own noise
 
 ``main`` and ``test`` first make .venv (asv, pytest, jax) and run inside it.
 """
@@ -26,6 +27,7 @@ COMMANDS = {
     "report": "report",
     "calibrate": "calibrate",
     "sensitivity": "sensitivity",
+    "noisefloor": "noisefloor",
 }
 
 
