@@ -624,15 +624,13 @@ def parse(argv):
 
 
 def main(argv=None):
-    import platform as host
-
     from asv.util import UserError
 
     args = parse(sys.argv[1:] if argv is None else list(argv))
     try:
         conf = load_config(args.config) if args.config else default_config()
         commit_name = args.commit or conf.get("branches", ["main"])[0]
-        machine = args.machine or os.environ.get("JAXBENCH_MACHINE") or host.node()
+        machine = report.machine_name(args.machine)
         if args.from_runs:
             folders, loads = earlier_runs(args.from_runs), []
         else:

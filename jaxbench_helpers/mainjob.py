@@ -8,12 +8,11 @@ runs the suite over the newest releases this Python can install, and publishes `
 import argparse
 import json
 import os
-import platform as host
 import subprocess
 import sys
 import time
 
-from . import asvconf, history, publish
+from . import asvconf, history, publish, report
 
 ROOT = asvconf.ROOT
 STATE = os.path.join(ROOT, ".asv")
@@ -75,7 +74,7 @@ def main(argv=None):
                         "jax-v0.9.0..jax-v0.10.2 (tags of the release-history repository)")
     parser.add_argument("--bench", "-b", action="append", default=[],
                         help="only benchmarks matching this regex (repeatable)")
-    parser.add_argument("--machine", default=os.environ.get("JAXBENCH_MACHINE", host.node()),
+    parser.add_argument("--machine", default=report.machine_name(),
                         help="machine name for results/ (default: JAXBENCH_MACHINE or hostname)")
     parser.add_argument("--machine-note", default="",
                         help="appended to the CPU model in machine.json, e.g. 'shared VM'")

@@ -266,13 +266,11 @@ def parse(argv):
 
 
 def main(argv=None):
-    import platform as host
-
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--child"]:
         return _child(argv[1:])
     args = parse(argv)
-    machine = args.machine or os.environ.get("JAXBENCH_MACHINE") or host.node()
+    machine = report.machine_name(args.machine)
     before = steal_ticks()
     try:
         processes = []

@@ -188,6 +188,14 @@ class SeriesKey:
         return self.benchmark.rsplit(".", 1)[0]
 
 
+def machine_name(given=None):
+    """The machine name results go under: ``given`` (--machine), else JAXBENCH_MACHINE, else
+    the host name."""
+    import platform as host
+
+    return given or os.environ.get("JAXBENCH_MACHINE") or host.node()
+
+
 def machines(results_dir):
     if not os.path.isdir(results_dir):
         raise ReportError(f"--results-dir {results_dir} is not a folder of asv results")

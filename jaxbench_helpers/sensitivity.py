@@ -109,7 +109,7 @@ class Trial:
     def drift(self):
         """Median planted / release ratio of the benchmarks the plant cannot touch: how much
         the machine itself moved between the two commits' processes (None without any)."""
-        ratios = sorted(c.ratio for c in self.unrelated + self.quiet)
+        ratios = [c.ratio for c in self.unrelated + self.quiet]
         return statistics.median(ratios) if ratios else None
 
 
@@ -354,14 +354,12 @@ def parse(argv):
 
 
 def main(argv=None):
-    import platform as host
-
     from asv.util import UserError
 
     args = parse(sys.argv[1:] if argv is None else list(argv))
     phases = args.phase or [plants.CONTROL, *plants.PHASES]
     bench = args.bench or DEFAULT_BENCH
-    machine = args.machine or os.environ.get("JAXBENCH_MACHINE") or host.node()
+    machine = report.machine_name(args.machine)
     work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-sense-"))
     def write(trials):  # after every trial, so an interrupted sweep leaves its report
         report._write(markdown(trials, release=args.release, phases=phases,
