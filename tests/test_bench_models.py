@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import weakref
 
 import jax
 import numpy as np
@@ -138,6 +139,22 @@ def test_to_host_phases_free_what_they_read_in_the_next_setup_not_in_the_timed_c
         assert isinstance(kept[1], np.ndarray) and np.array_equal(kept[1], np.asarray(taken))
         bench.setup("1KB")
         assert bench.prepared.kept == [], method
+
+
+def test_bandwidth_timings_free_no_transfer_result_inside_another_timing():
+    class Copy:
+        pass
+
+    made, all_alive_at_each_call = [], []
+
+    def transfer():
+        all_alive_at_each_call.append(all(ref() is not None for ref in made))
+        copy = Copy()
+        made.append(weakref.ref(copy))
+        return copy
+
+    bench_transfer._median_seconds([transfer] * 4)
+    assert all_alive_at_each_call == [True] * 4
 
 
 def test_bandwidths_are_positive_bytes_per_second(quick):
