@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxbench_helpers import data, workload
+from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
@@ -84,7 +84,7 @@ def _distinct_rows(shape, dtype):
     return np.argsort(data.normal(shape, "float64"), axis=-1).astype(dtype)
 
 
-class ElementwiseChain(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class ElementwiseChain(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """A chain of 8 transcendental and arithmetic ops XLA fuses into one loop (512K elements):
     the fusion and vectorised-math canary."""
 
@@ -104,7 +104,7 @@ class ElementwiseChain(workload.RunPhase, workload.NumpyBaseline, workload.Workl
         return (self.normal(_size(profile, "elementwise"), dtype),)
 
 
-class SumOverAxis(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class SumOverAxis(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.sum of a row-major matrix over axis 0 (strided), 1 (contiguous) or all: the
     reduction codegen canary."""
 
@@ -126,7 +126,7 @@ class SumOverAxis(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return ({axis: self.normal(_size(profile, "reduce"), dtype)},)
 
 
-class MatmulShapes(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class MatmulShapes(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.matmul off the square path: matrix-vector (memory bound), batched 256x256 and
     many 8x8 products (the shapes where XLA:CPU dot emitters differ)."""
 
@@ -146,7 +146,7 @@ class MatmulShapes(workload.RunPhase, workload.NumpyBaseline, workload.Workload)
         return self.normal(a_shape, dtype), data.normal(b_shape, dtype, seed=data.SEED + 1)
 
 
-class EinsumAttentionScores(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class EinsumAttentionScores(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.einsum('bqhd,bkhd->bhqk'): attention logits, a batched contraction whose operands
     need transposing first (einsum's layout handling, not just a dot)."""
 
@@ -165,7 +165,7 @@ class EinsumAttentionScores(workload.RunPhase, workload.NumpyBaseline, workload.
         return self.normal(shape, dtype), data.normal(shape, dtype, seed=data.SEED + 1)
 
 
-class EinsumChain(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class EinsumChain(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.einsum('ij,jk,kl->il') with a long-short-long chain: the contraction order einsum
     picks decides a 16x difference in FLOPs."""
 
@@ -211,7 +211,7 @@ def _conv_inputs(profile, dtype):
             (data.normal(kernel, "float64", seed=data.SEED + 1) * scale).astype(dtype))
 
 
-class Conv2d(workload.RunPhase, workload.Workload):
+class Conv2d(phases.RunPhase, workload.Workload):
     """lax.conv_general_dilated, 3x3 SAME, NHWC/HWIO, 32->64 channels on 32x32 images: one
     small-CNN layer forward (checked against a NumPy im2col product, not timed: a different
     algorithm)."""
@@ -228,7 +228,7 @@ class Conv2d(workload.RunPhase, workload.Workload):
         return _conv_inputs(profile, dtype)
 
 
-class Conv2dKernelGrad(workload.RunPhase, workload.Workload):
+class Conv2dKernelGrad(phases.RunPhase, workload.Workload):
     """jax.grad of 0.5*sum(conv(x, k)**2) with respect to the kernel: the same layer's
     backward pass (forward plus kernel-gradient convolution)."""
 
@@ -248,7 +248,7 @@ class Conv2dKernelGrad(workload.RunPhase, workload.Workload):
         return _conv_inputs(profile, dtype)
 
 
-class Fft(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Fft(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.fft.fft of a batch of real rows (complex64 out): the FFT library jaxlib ships."""
 
     params = [["float32"]]
@@ -265,7 +265,7 @@ class Fft(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return (self.normal(_size(profile, "rows"), dtype),)
 
 
-class Rfft(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Rfft(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.fft.rfft of a batch of real rows: the real-input FFT path (half the output)."""
 
     params = [["float32"]]
@@ -282,7 +282,7 @@ class Rfft(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return (self.normal(_size(profile, "rows"), dtype),)
 
 
-class Sort(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Sort(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.sort along rows: XLA's sort (a comparator loop on CPU), a known slow spot."""
 
     params = [["float32"]]
@@ -299,7 +299,7 @@ class Sort(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return (self.normal(_size(profile, "sort_rows"), dtype),)
 
 
-class Argsort(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Argsort(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.argsort along rows: a two-operand (key, index) sort."""
 
     params = [["float32"]]
@@ -316,7 +316,7 @@ class Argsort(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return (_distinct_rows(_size(profile, "sort_rows"), dtype),)
 
 
-class TopK(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class TopK(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """lax.top_k of each row (values and indices): the partial sort behind beam search and
     sampling."""
 
@@ -335,7 +335,7 @@ class TopK(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return (_distinct_rows(_size(profile, "rows"), dtype),)
 
 
-class Cumsum(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Cumsum(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.cumsum along rows: a prefix scan, lowered by XLA as a reduce-window."""
 
     params = [["float32"]]
@@ -359,7 +359,7 @@ def _table_inputs(profile, dtype):
             data.normal((lookups, width), dtype, seed=data.SEED + 1))
 
 
-class Gather(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Gather(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """table[idx]: an embedding lookup of random rows (XLA gather)."""
 
     params = [["float32"]]
@@ -376,7 +376,7 @@ class Gather(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return _table_inputs(profile, dtype)[:2]
 
 
-class ScatterAdd(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class ScatterAdd(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """table.at[idx].add(updates) with repeated random rows: an embedding-gradient update
     (XLA scatter, a thunk-runtime canary)."""
 
@@ -396,7 +396,7 @@ class ScatterAdd(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return _table_inputs(profile, dtype)
 
 
-class SegmentSum(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class SegmentSum(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jax.ops.segment_sum of rows into unsorted segments (16 rows each on average): graph
     network message aggregation."""
 

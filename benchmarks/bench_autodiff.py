@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbench_helpers import data, workload
+from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
@@ -115,7 +115,7 @@ def _deep_grads_np(ws, x):
 
 # ---- workloads ----------------------------------------------------------------------------
 
-class Grad(workload.RunPhase, workload.Workload):
+class Grad(phases.RunPhase, workload.Workload):
     """jax.grad of a one-hidden-layer MLP's mean squared error: the training step's core."""
 
     params = [["float32"]]
@@ -133,7 +133,7 @@ class Grad(workload.RunPhase, workload.Workload):
         return (_mlp_params(inputs, hidden, dtype),) + _mlp_data(batch, inputs, dtype)
 
 
-class Jvp(workload.RunPhase, workload.Workload):
+class Jvp(phases.RunPhase, workload.Workload):
     """jax.jvp of the MLP loss along a parameter direction: forward mode, value and
     directional derivative together."""
 
@@ -156,7 +156,7 @@ class Jvp(workload.RunPhase, workload.Workload):
         return (params, direction) + _mlp_data(batch, inputs, dtype)
 
 
-class Vjp(workload.RunPhase, workload.Workload):
+class Vjp(phases.RunPhase, workload.Workload):
     """jax.vjp of the MLP's predictions, pulled back with a given cotangent: reverse mode
     with the forward output kept."""
 
@@ -186,7 +186,7 @@ class _OfLayer:
         return _layer_inputs(profile, dtype)
 
 
-class Jacfwd(_OfLayer, workload.RunPhase, workload.Workload):
+class Jacfwd(_OfLayer, phases.RunPhase, workload.Workload):
     """jax.jacfwd of tanh(W x), 512x256 Jacobian (regular profile): one vmapped JVP per input."""
 
     @staticmethod
@@ -196,7 +196,7 @@ class Jacfwd(_OfLayer, workload.RunPhase, workload.Workload):
     reference = staticmethod(_layer_jacobian_np)
 
 
-class Jacrev(_OfLayer, workload.RunPhase, workload.Workload):
+class Jacrev(_OfLayer, phases.RunPhase, workload.Workload):
     """jax.jacrev of tanh(W x), 512x256 Jacobian (regular profile): one vmapped VJP per output."""
 
     @staticmethod
@@ -206,7 +206,7 @@ class Jacrev(_OfLayer, workload.RunPhase, workload.Workload):
     reference = staticmethod(_layer_jacobian_np)
 
 
-class Hessian(_OfLayer, workload.RunPhase, workload.Workload):
+class Hessian(_OfLayer, phases.RunPhase, workload.Workload):
     """jax.hessian of sum(tanh(W x)) in x (256x256): forward-over-reverse, vmapped."""
 
     @staticmethod
@@ -219,7 +219,7 @@ class Hessian(_OfLayer, workload.RunPhase, workload.Workload):
         return (w.T * (-2 * t * (1 - t * t))) @ w
 
 
-class PerExampleGrads(workload.RunPhase, workload.Workload):
+class PerExampleGrads(phases.RunPhase, workload.Workload):
     """jax.vmap of jax.grad over a batch: one MLP gradient per example (DP-SGD, influence
     functions), where vmap must batch the transposed program."""
 
@@ -242,7 +242,7 @@ class PerExampleGrads(workload.RunPhase, workload.Workload):
         return (_mlp_params(inputs, hidden, dtype),) + _mlp_data(batch, inputs, dtype)
 
 
-class RematGrad(workload.RunPhase, workload.Workload):
+class RematGrad(phases.RunPhase, workload.Workload):
     """jax.grad through a chain of tanh layers, each under jax.checkpoint: the backward pass
     recomputes each layer instead of storing it (memory for FLOPs)."""
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxbench_helpers import data, workload
+from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
@@ -54,7 +54,7 @@ def _decay(xp, c, x):
 BRANCHES = (_squash, _wave, _decay)
 
 
-class Scan(workload.RunPhase, workload.Workload):
+class Scan(phases.RunPhase, workload.Workload):
     """lax.scan of an RNN-like step h = tanh(h/2 + x_t), stacking every state."""
 
     params = [["float32"]]
@@ -79,7 +79,7 @@ class Scan(workload.RunPhase, workload.Workload):
         return _state(dtype), data.normal((_steps(profile), WIDTH), dtype)
 
 
-class ForiLoop(workload.RunPhase, workload.Workload):
+class ForiLoop(phases.RunPhase, workload.Workload):
     """lax.fori_loop with a static trip count (JAX lowers it to a scan) reading xs[i] each
     iteration."""
 
@@ -99,7 +99,7 @@ class ForiLoop(workload.RunPhase, workload.Workload):
         return _state(dtype), _step_inputs(profile, dtype)
 
 
-class WhileLoop(workload.RunPhase, workload.Workload):
+class WhileLoop(phases.RunPhase, workload.Workload):
     """lax.while_loop whose trip count is a device value, so XLA cannot know or unroll it."""
 
     params = [["float32"]]
@@ -122,7 +122,7 @@ class WhileLoop(workload.RunPhase, workload.Workload):
         return _state(dtype), np.array(_steps(profile), np.int32)
 
 
-class Cond(workload.RunPhase, workload.Workload):
+class Cond(phases.RunPhase, workload.Workload):
     """lax.cond inside a scan: each iteration takes one of two branches by the sign of its
     input (a real conditional per step, not a select)."""
 
@@ -148,7 +148,7 @@ class Cond(workload.RunPhase, workload.Workload):
         return _state(dtype), _step_inputs(profile, dtype)
 
 
-class Switch(workload.RunPhase, workload.Workload):
+class Switch(phases.RunPhase, workload.Workload):
     """lax.switch inside a scan: each iteration takes one of three branches by an index
     input."""
 

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax import lax
 
-from jaxbench_helpers import data, device, monitor, workload
+from jaxbench_helpers.runtime import data, device, monitor, phases, workload
 
 
 def setup_cache():
@@ -75,7 +75,7 @@ class _CallArguments:
 # ---- the jit fast path --------------------------------------------------------------------
 
 
-class JitTrivial(workload.DispatchPhases, workload.Workload):
+class JitTrivial(phases.DispatchPhases, workload.Workload):
     """jit of a function that swaps its two arguments (api_benchmark's jit_trivial): the floor
     of a jitted call, no computation, two outputs; once 246 us, fixed to 4 us in 0.4.15."""
 
@@ -93,7 +93,7 @@ class JitTrivial(workload.DispatchPhases, workload.Workload):
         return _scalar(dtype), _scalar(dtype, data.SEED + 1)
 
 
-class JitSimple(_CallArguments, workload.DispatchPhases, workload.Workload):
+class JitSimple(_CallArguments, phases.DispatchPhases, workload.Workload):
     """jit of x + y on scalars (api_benchmark's jit_simple) with y a device array, both NumPy
     arrays (host-to-device transfer inside the call), or a weak-typed Python float."""
 
@@ -122,7 +122,7 @@ class JitSimple(_CallArguments, workload.DispatchPhases, workload.Workload):
 # ---- arguments: count, pytrees, static, keyword ------------------------------------------
 
 
-class JitManyArgs(workload.DispatchPhases, workload.Workload):
+class JitManyArgs(phases.DispatchPhases, workload.Workload):
     """jit of x + sum(xs) with xs a list of num_args device scalars (api_benchmark's
     jit_simple_many_args): flattening and per-argument checks, linear in num_args."""
 
@@ -184,7 +184,7 @@ def _records(node, leaves):
     return [make(a, b) for a, b in zip(leaves[::2], leaves[1::2])]
 
 
-class JitPytreeArgs(workload.DispatchPhases, workload.Workload):
+class JitPytreeArgs(phases.DispatchPhases, workload.Workload):
     """jit of a device scalar added to every leaf of a list of 8 records (dicts, lists, a
     registered class or a dataclass) of two scalars: pytree flatten in, unflatten out."""
 
@@ -211,7 +211,7 @@ def _scale(x, factor):
 _SCALE_STATIC = jax.jit(_scale, static_argnums=1)
 
 
-class JitStaticArg(workload.DispatchPhases, workload.Workload):
+class JitStaticArg(phases.DispatchPhases, workload.Workload):
     """A jitted f(x, 3) with the int static (static_argnums): hashing and comparing the static
     argument on every call, through one plain Python call."""
 
@@ -237,7 +237,7 @@ def _add(x, y):
 _ADD = jax.jit(_add)
 
 
-class JitKeywordArgs(workload.DispatchPhases, workload.Workload):
+class JitKeywordArgs(phases.DispatchPhases, workload.Workload):
     """A jitted x + y called as f(x=x, y=y): the keyword-argument path of a jit call, through
     one plain Python call (compare with JitSimple at inputs=device)."""
 
@@ -259,7 +259,7 @@ class JitKeywordArgs(workload.DispatchPhases, workload.Workload):
 # ---- PRNG keys ------------------------------------------------------------------------------
 
 
-class JitRandomKey(_CallArguments, workload.DispatchPhases, workload.Workload):
+class JitRandomKey(_CallArguments, phases.DispatchPhases, workload.Workload):
     """jit of a step that splits a PRNG key and adds normal noise, called with a typed
     jax.random.key or a raw uint32 PRNGKey (random_benchmark): typed keys once fell off the C++
     fast path (fixed in 0.4.16)."""
@@ -287,7 +287,7 @@ class JitRandomKey(_CallArguments, workload.DispatchPhases, workload.Workload):
 # ---- eager (op-by-op) ---------------------------------------------------------------------
 
 
-class EagerUnary(workload.DispatchPhases, workload.Workload):
+class EagerUnary(phases.DispatchPhases, workload.Workload):
     """lax.neg on a device scalar, not jitted (api_benchmark's eager_unary): one primitive
     through the op-by-op path (-40% when eager became a jit, 2023-11)."""
 
@@ -306,7 +306,7 @@ class EagerUnary(workload.DispatchPhases, workload.Workload):
         return (_scalar(dtype),)
 
 
-class EagerBinary(workload.DispatchPhases, workload.Workload):
+class EagerBinary(phases.DispatchPhases, workload.Workload):
     """x + y on two device scalars, not jitted (api_benchmark's eager_binary): operator
     overloading, dtype promotion and one primitive, op by op."""
 
@@ -325,7 +325,7 @@ class EagerBinary(workload.DispatchPhases, workload.Workload):
         return _scalar(dtype), _scalar(dtype, data.SEED + 1)
 
 
-class EagerIndexing(workload.DispatchPhases, workload.Workload):
+class EagerIndexing(phases.DispatchPhases, workload.Workload):
     """x[3] and x[2:5] on a device vector, not jitted (api_benchmark's repeated static
     indexing and slicing): NumPy-style indexing, two eager operations per call."""
 
@@ -362,7 +362,7 @@ class Scaler:
 _SCALER = Scaler(STATIC_FACTOR)
 
 
-class JitMethod(workload.DispatchPhases, workload.Workload):
+class JitMethod(phases.DispatchPhases, workload.Workload):
     """model.apply(x) with apply a jitted method: binding the method and hashing the static
     instance on every call, through one plain Python call."""
 
@@ -385,7 +385,7 @@ class JitMethod(workload.DispatchPhases, workload.Workload):
 _DONATION_WARNING = "Some donated buffers were not usable"
 
 
-class JitDonated(workload.DispatchPhases, workload.Workload):
+class JitDonated(phases.DispatchPhases, workload.Workload):
     """jit of x + 1 with x donated (donate_argnums), each output fed back as the next input
     (a training-loop state update): donation bookkeeping on every call."""
 

@@ -6,12 +6,10 @@ explained here. Versions are encoded as major*10000 + minor*100 + micro (0.10.2 
 
 import os
 
-from jaxbench_helpers import install, platform
+from jaxbench_helpers.runtime import platform, versions
 
-
-def _encoded(version):
-    parts = (install.version_tuple(version) + (0, 0, 0))[:3]
-    return parts[0] * 10000 + parts[1] * 100 + parts[2]
+# the name the tracks' code uses: asv versions a benchmark by its source text
+_encoded = versions.encoded
 
 
 class Versions:

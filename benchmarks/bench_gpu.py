@@ -6,7 +6,7 @@ import time
 
 import jax.numpy as jnp
 
-from jaxbench_helpers import device, workload
+from jaxbench_helpers.runtime import device, phases, workload
 
 
 def setup_cache():
@@ -40,7 +40,7 @@ def _median_seconds(call, calls=TIMED_CALLS):
     return statistics.median(times)
 
 
-class MatmulThroughput(workload.RunPhase, workload.Workload):
+class MatmulThroughput(phases.RunPhase, workload.Workload):
     """Square matmul in float32, bfloat16 and float16 on a GPU: achieved FLOP/s against the
     device's peak, where a compiler or library regression shows first."""
 

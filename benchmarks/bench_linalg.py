@@ -10,7 +10,7 @@ O(n^2) sign convention in both programs, so the factors themselves can be compar
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbench_helpers import data, workload
+from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
@@ -71,7 +71,7 @@ def _symmetric(profile, dtype):
     return ((m + m.T) / 2).astype(dtype)
 
 
-class Cholesky(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Cholesky(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.linalg.cholesky of a symmetric positive definite matrix (LAPACK potrf)."""
 
     params = [["float32", "float64"]]
@@ -88,7 +88,7 @@ class Cholesky(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return (_spd(profile, dtype),)
 
 
-class Solve(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Solve(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.linalg.solve of a well-conditioned general system with 16 right-hand sides (LU
     factorisation, getrf, then triangular solves)."""
 
@@ -109,7 +109,7 @@ class Solve(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
                 data.normal((side, RHS_COLUMNS), dtype, seed=data.SEED + 1))
 
 
-class Qr(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Qr(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.linalg.qr of a general square matrix (Householder geqrf plus orgqr for Q)."""
 
     params = [["float32", "float64"]]
@@ -126,7 +126,7 @@ class Qr(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return (_general(profile, dtype),)
 
 
-class Svd(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Svd(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.linalg.svd of a general square matrix, singular vectors included (gesdd)."""
 
     params = [["float32", "float64"]]
@@ -143,7 +143,7 @@ class Svd(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
         return (_general(profile, dtype),)
 
 
-class Eigh(workload.RunPhase, workload.NumpyBaseline, workload.Workload):
+class Eigh(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.linalg.eigh of a symmetric matrix, eigenvectors included (syevd)."""
 
     params = [["float32", "float64"]]

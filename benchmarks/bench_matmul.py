@@ -7,7 +7,7 @@ phases: run, dispatch, latency, trace, lower, compile, transfer, and the NumPy b
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbench_helpers import workload
+from jaxbench_helpers.runtime import phases, workload
 
 
 def setup_cache():
@@ -16,7 +16,7 @@ def setup_cache():
     workload.warm_module(__name__)
 
 
-class SquareMatmul(workload.AllPhases, workload.Workload):
+class SquareMatmul(phases.AllPhases, workload.Workload):
     """jnp.dot(x, x) on a square matrix (1000x1000 in the regular profile): the docs' example
     whose dispatch-only timing looked like 269 us."""
 
@@ -33,7 +33,7 @@ class SquareMatmul(workload.AllPhases, workload.Workload):
         return (self.normal((side, side), dtype),)
 
 
-class CenteredGram(workload.AllPhases, workload.Workload):
+class CenteredGram(phases.AllPhases, workload.Workload):
     """x.T @ (x - x.mean(axis=0)): a reduction, a broadcast and a matmul fused in one program
     (the second example of the async-dispatch docs)."""
 

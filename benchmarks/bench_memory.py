@@ -7,7 +7,7 @@ themselves). ``track_device_peak_bytes`` is the device allocator's peak
 ``track_temp_bytes`` / ``track_output_bytes`` of the bench_models classes.
 """
 
-from jaxbench_helpers import device, workload
+from jaxbench_helpers.runtime import device, workload
 
 from . import bench_models
 

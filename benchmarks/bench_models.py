@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxbench_helpers import data, workload
+from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
@@ -70,7 +70,7 @@ def _mlp_loss(params, x, y):
     return jnp.mean((out - y) ** 2)
 
 
-class MLPTrainStep(workload.AllPhases, workload.CompiledFacts, workload.Workload):
+class MLPTrainStep(phases.AllPhases, phases.CompiledFacts, workload.Workload):
     """One SGD step of a 3-layer tanh MLP on a regression batch (256x512 regular): the smallest
     realistic training loop, value_and_grad plus a pytree update."""
 
@@ -142,8 +142,8 @@ def _transformer_loss(params, x):
     return jnp.mean(_transformer_block(x, params) ** 2)
 
 
-class TransformerBlock(workload.RunPhase, workload.DispatchPhases, workload.StagePhases,
-                       workload.TransferPhases, workload.CompiledFacts, workload.Workload):
+class TransformerBlock(phases.RunPhase, phases.DispatchPhases, phases.StagePhases,
+                       phases.TransferPhases, phases.CompiledFacts, workload.Workload):
     """Forward and backward pass of one pre-LN transformer block (4 heads, 4x128x128 regular):
     the unit every large model repeats, attention and MLP under value_and_grad."""
 
@@ -183,8 +183,8 @@ def _cnn_loss(params, images, labels):
     return -jnp.mean(jnp.sum(labels * jax.nn.log_softmax(logits), axis=-1))
 
 
-class CNNTrainStep(workload.RunPhase, workload.DispatchPhases, workload.StagePhases,
-                   workload.TransferPhases, workload.CompiledFacts, workload.Workload):
+class CNNTrainStep(phases.RunPhase, phases.DispatchPhases, phases.StagePhases,
+                   phases.TransferPhases, phases.CompiledFacts, workload.Workload):
     """One SGD step of a small CNN (two 3x3 convolutions, the second strided, and a dense
     softmax layer; 32 RGB 32x32 images regular): convolutions forward and backward."""
 
@@ -225,7 +225,7 @@ def _rk4_step(xp, state, dt):
     return state + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
-class ODEIntegration(workload.AllPhases, workload.CompiledFacts, workload.Workload):
+class ODEIntegration(phases.AllPhases, phases.CompiledFacts, workload.Workload):
     """RK4 integration of a batch of Lorenz-63 systems over a time grid (512 systems, 500
     steps regular) in lax.fori_loop: a simulation loop of small fused steps."""
 

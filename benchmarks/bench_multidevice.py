@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from jaxbench_helpers import data, device, platform, workload
+from jaxbench_helpers.runtime import data, device, phases, platform, workload
 
 
 def setup_cache():
@@ -81,7 +81,7 @@ def shard_map(fn, on, in_specs, out_specs):
 # Programs with collectives get the latency phase alone: more than about 32 of them in flight
 # deadlock XLA:CPU's simulated devices (seen on 0.4.20 and 0.10.2), so the queued dispatch
 # phase would hang.
-LATENCY_PHASE = workload.DispatchPhases.time_latency_100_calls
+LATENCY_PHASE = phases.DispatchPhases.time_latency_100_calls
 
 
 class _MeshWorkload(workload.Workload):
@@ -120,7 +120,7 @@ class _MeshWorkload(workload.Workload):
         return device.put(host_args, self.in_shardings())
 
 
-class ShardedMatmul(workload.RunPhase, workload.DispatchPhases, _MeshWorkload):
+class ShardedMatmul(phases.RunPhase, phases.DispatchPhases, _MeshWorkload):
     """x @ w on a 4x2 mesh, x split by rows and w by columns: each device computes its own
     output block, no collective, so the dispatch phases time sharded dispatch to 8 devices."""
 
@@ -150,7 +150,7 @@ def _blocks(sides, profile, dtype, dispatch):
     return (data.normal((DEVICES, side, side), dtype),)
 
 
-class ShardMapPsum(workload.RunPhase, _MeshWorkload):
+class ShardMapPsum(phases.RunPhase, _MeshWorkload):
     """psum of one block per device inside shard_map: the all-reduce of data-parallel
     gradients, written by hand; tiny calls measure a collective's round trip."""
 
@@ -176,7 +176,7 @@ class ShardMapPsum(workload.RunPhase, _MeshWorkload):
         return _blocks(PSUM_BLOCK, profile, dtype, dispatch)
 
 
-class ShardMapAllGather(workload.RunPhase, _MeshWorkload):
+class ShardMapAllGather(phases.RunPhase, _MeshWorkload):
     """all_gather of one block per device inside shard_map: every device ends with all
     blocks (parameter gathering in fully sharded data parallelism)."""
 
@@ -203,7 +203,7 @@ class ShardMapAllGather(workload.RunPhase, _MeshWorkload):
         return _blocks(GATHER_BLOCK, profile, dtype, dispatch)
 
 
-class DataParallelStep(workload.RunPhase, _MeshWorkload):
+class DataParallelStep(phases.RunPhase, _MeshWorkload):
     """One SGD step of a tanh MLP, batch split over 8 devices, parameters replicated: XLA
     all-reduces the gradients (the data-parallel training loop's step)."""
 

@@ -10,7 +10,7 @@ different algorithm and no baseline.
 import jax
 import numpy as np
 
-from jaxbench_helpers import data, workload
+from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
@@ -38,7 +38,7 @@ def _template(profile, dtype):
     return np.zeros(SIZES[profile.name]["samples"], dtype)
 
 
-class Uniform(workload.RunPhase, workload.Workload):
+class Uniform(phases.RunPhase, workload.Workload):
     """jax.random.uniform, 2^18 float32 draws (regular profile): raw threefry throughput."""
 
     params = [["float32"]]
@@ -51,7 +51,7 @@ class Uniform(workload.RunPhase, workload.Workload):
         return _template(profile, dtype), _key()
 
 
-class Normal(workload.RunPhase, workload.Workload):
+class Normal(phases.RunPhase, workload.Workload):
     """jax.random.normal, 2^18 float32 draws (regular profile): threefry plus the inverse-erf
     transform."""
 
@@ -65,7 +65,7 @@ class Normal(workload.RunPhase, workload.Workload):
         return _template(profile, dtype), _key()
 
 
-class Categorical(workload.RunPhase, workload.Workload):
+class Categorical(phases.RunPhase, workload.Workload):
     """jax.random.categorical over 256 classes for 512 rows of logits (regular profile): the
     Gumbel-max sampler of token generation."""
 

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxbench_helpers import compat, compile_cache, workload
+from jaxbench_helpers.runtime import compat, compile_cache, phases, workload
 
 
 def setup_cache():
@@ -47,7 +47,7 @@ KEPLER_MAX_ITERATIONS = 30
 KEPLER_TOLERANCE = 1e-4
 
 
-class AddChain(workload.StagePhases, workload.Workload):
+class AddChain(phases.StagePhases, workload.Workload):
     """x + y repeated 10, 100 or 1000 times (JAX's tracing_benchmark equation chain): staging
     cost per equation, where a superlinear regression shows first."""
 
@@ -79,7 +79,7 @@ def _add(x, y):
 _add_jit = jax.jit(_add)
 
 
-class NestedJitCalls(workload.StagePhases, workload.Workload):
+class NestedJitCalls(phases.StagePhases, workload.Workload):
     """An outer jit calling one module-level jitted add 100 times (JAX's jit_add_chain): tracing
     through nested jit cache hits, which pjit's caching work sped up."""
 
@@ -126,7 +126,7 @@ class _ScannedMlp:
                 w, u, self.normal((width,), dtype))
 
 
-class ScanMlp(_ScannedMlp, workload.StagePhases, workload.RunPhase, workload.Workload):
+class ScanMlp(_ScannedMlp, phases.StagePhases, phases.RunPhase, workload.Workload):
     """A recurrent MLP step under lax.scan (16x128, 100 steps in the regular profile): staging
     a loop body once, however many steps it runs."""
 
@@ -134,7 +134,7 @@ class ScanMlp(_ScannedMlp, workload.StagePhases, workload.RunPhase, workload.Wor
     param_names = ["dtype"]
 
 
-class WhileLoopKepler(workload.StagePhases, workload.RunPhase, workload.Workload):
+class WhileLoopKepler(phases.StagePhases, phases.RunPhase, workload.Workload):
     """Newton's method on Kepler's equation under lax.while_loop, stopping when every element
     has converged: a data-dependent loop condition."""
 
@@ -183,7 +183,7 @@ def _lorenz63_step(x, y, z):
 _lorenz63_step_jit = jax.jit(_lorenz63_step)
 
 
-class GradVmapRemat(workload.StagePhases, workload.RunPhase, workload.Workload):
+class GradVmapRemat(phases.StagePhases, phases.RunPhase, workload.Workload):
     """value_and_grad(vmap(checkpoint(10 jitted Lorenz-63 steps))), JAX's lorentz63 case:
     nested transformations over cached jit calls, where tracing once regressed 10x."""
 
@@ -225,7 +225,7 @@ def _rk4_steps(p, q):
     return p, q
 
 
-class Rk4Steps(workload.StagePhases, workload.RunPhase, workload.Workload):
+class Rk4Steps(phases.StagePhases, phases.RunPhase, workload.Workload):
     """Four unrolled RK4 steps of the Van der Pol oscillator over a batch of states: an ODE
     integrator, a long chain of fusible element-wise work."""
 

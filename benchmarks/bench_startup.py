@@ -6,7 +6,7 @@ statement, not its setup, so each figure is one step; their sum is what a user w
 result. In-process benchmarks cannot see these costs: a process pays them once.
 """
 
-from jaxbench_helpers import platform, profiles
+from jaxbench_helpers.runtime import platform, profiles
 
 # the child's setup: jax imported, backend started, a small input on the device
 _STARTED = """

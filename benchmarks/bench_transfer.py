@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from jaxbench_helpers import data, device, monitor, workload
+from jaxbench_helpers.runtime import data, device, monitor, phases, workload
 
 
 def setup_cache():
@@ -51,7 +51,7 @@ def _median_seconds(transfers):
     return statistics.median(seconds)
 
 
-class ArrayTransfer(workload.TransferPhases, workload.Workload):
+class ArrayTransfer(phases.TransferPhases, workload.Workload):
     """One float32 array, 1 KB to 64 MB, to the device (device_put) and back (device_get,
     np.asarray): the cost of feeding a model and reading its result."""
 
@@ -81,7 +81,7 @@ class ArrayTransfer(workload.TransferPhases, workload.Workload):
     time_np_asarray.version = "2"
 
 
-class PytreeTransfer(workload.TransferPhases, workload.Workload):
+class PytreeTransfer(phases.TransferPhases, workload.Workload):
     """A pytree of 100 arrays of 1 KB to the device and back: the per-leaf overhead of moving
     a model's parameters or a batch of features."""
 

@@ -18,23 +18,24 @@ import importlib
 import os
 import sys
 
+# command -> the module whose main(argv) runs it
 COMMANDS = {
-    "main": "mainjob",
-    "history": "history",
-    "config": "asvconf",
-    "publish": "publish",
-    "install": "install",
-    "report": "report",
-    "calibrate": "calibrate",
-    "sensitivity": "sensitivity",
-    "noisefloor": "noisefloor",
+    "main": "host.mainjob",
+    "history": "host.history",
+    "config": "host.asvconf",
+    "publish": "host.publish",
+    "install": "install.step",
+    "report": "analysis.report",
+    "calibrate": "selftest.calibrate",
+    "sensitivity": "selftest.sensitivity",
+    "noisefloor": "selftest.noisefloor",
 }
 
 
 def _run_tests(argv):
     import subprocess
 
-    from . import bootstrap
+    from .host import bootstrap
 
     os.chdir(bootstrap.ROOT)
     return subprocess.run([sys.executable, "-m", "pytest", *argv]).returncode
@@ -46,7 +47,7 @@ def main(argv):
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     command, rest = argv[0], argv[1:]
     if command in ("main", "test"):
-        from . import bootstrap
+        from .host import bootstrap
 
         if not bootstrap.inside():
             bootstrap.reexec_inside(argv)

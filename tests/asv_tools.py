@@ -4,7 +4,8 @@ import os
 import subprocess
 import sys
 
-from jaxbench_helpers import asvconf
+from jaxbench_helpers.common import asvconfig
+from jaxbench_helpers.host import asvconf
 
 
 def git_repo(path):
@@ -21,7 +22,7 @@ def config(tmp_path, repo, profile="quick", **kwargs):
     conf = asvconf.derive(str(repo), results_dir=str(tmp_path / "results"),
                           html_dir=str(tmp_path / "html"), env_dir=str(tmp_path / "env"),
                           profile=profile, **kwargs)
-    return asvconf.write(conf, str(tmp_path / "asv.conf.json"))
+    return asvconfig.write(conf, str(tmp_path / "asv.conf.json"))
 
 
 def asv(conf, *args, env=None, timeout=3600):

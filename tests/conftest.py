@@ -38,7 +38,7 @@ def sdist_cache(tmp_path_factory):
 @pytest.fixture
 def fresh(profile):
     """Quick sizes, and each phase in its own state, as asv runs each in its own process."""
-    from jaxbench_helpers import workload
+    from jaxbench_helpers.runtime import workload
 
     profile("quick")
     workload.forget_prepared()

@@ -24,7 +24,7 @@ import tarfile
 import threading
 import urllib.parse
 
-from jaxbench_helpers import bootstrap
+from jaxbench_helpers.host import bootstrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARTIFACTS = os.path.join(ROOT, "tests", "artifacts")

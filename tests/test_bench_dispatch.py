@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks import bench_dispatch
-from jaxbench_helpers import device, monitor, profiles, workload
+from jaxbench_helpers.runtime import device, monitor, profiles, workload
 
 BUDGET = 40
 

@@ -3,7 +3,7 @@
 import pytest
 
 from benchmarks import bench_gpu
-from jaxbench_helpers import workload
+from jaxbench_helpers.runtime import workload
 
 
 @pytest.fixture(autouse=True)

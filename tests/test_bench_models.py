@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks import bench_memory, bench_models, bench_startup, bench_transfer
-from jaxbench_helpers import profiles, workload
+from jaxbench_helpers.runtime import profiles, workload
 
 MODELS = [bench_models.MLPTrainStep, bench_models.TransformerBlock, bench_models.CNNTrainStep,
           bench_models.ODEIntegration]

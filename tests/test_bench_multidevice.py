@@ -40,7 +40,7 @@ RUN_EVERY_PHASE = f"""
     import json, os
     import jax
     from benchmarks import bench_multidevice as m
-    from jaxbench_helpers import monitor
+    from jaxbench_helpers.runtime import monitor
 
     report = {{}}
     for name in {CLASSES!r}:

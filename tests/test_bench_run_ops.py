@@ -17,7 +17,7 @@ from benchmarks import (
     bench_linalg,
     bench_random,
 )
-from jaxbench_helpers import compat, workload
+from jaxbench_helpers.runtime import compat, workload
 
 DETERMINISTIC = (bench_array_ops, bench_linalg, bench_control_flow, bench_autodiff)
 MODULES = DETERMINISTIC + (bench_random,)

@@ -9,7 +9,7 @@ import pytest
 from asv_runner.discovery import _get_benchmark
 
 from benchmarks import bench_staging
-from jaxbench_helpers import compile_cache, monitor, profiles, workload
+from jaxbench_helpers.runtime import compile_cache, monitor, profiles, workload
 
 STAGED = [bench_staging.AddChain, bench_staging.NestedJitCalls, bench_staging.ScanMlp,
           bench_staging.WhileLoopKepler, bench_staging.GradVmapRemat, bench_staging.Rk4Steps]

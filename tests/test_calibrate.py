@@ -16,7 +16,8 @@ from types import SimpleNamespace
 import pytest
 from asv_tools import config
 
-from jaxbench_helpers import calibrate, report
+from jaxbench_helpers.analysis import results
+from jaxbench_helpers.selftest import calibrate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MACHINE = "calibrate-test"
@@ -219,7 +220,7 @@ def test_flags_agree_with_asv_compare(calibrated, tmp_path, planted):
     compare_conf.write_text(json.dumps(dict(json.load(open(conf)),
                                             results_dir=str(combined))))
     marks = _asv_compare_marks(str(compare_conf), hashes[0], hashes[1], 1.1)
-    measured = report.load_measurements(str(combined), MACHINE)
+    measured = results.load_measurements(str(combined), MACHINE)
     found = calibrate.cases([measured[hashes[0]], measured[hashes[1]]])
     assert len(marks) == len(found)
     ours = {c.name for c in found if c.flagged_pairs(1.1)}
@@ -239,7 +240,7 @@ def _m(value, half_width, repeat=5, samples=None):
     stats = {"ci_99_a": value - half_width, "ci_99_b": value + half_width,
              "q_25": value - half_width / 2, "q_75": value + half_width / 2, "number": 1,
              "repeat": repeat}
-    return report.Measurement(value, stats, samples)
+    return results.Measurement(value, stats, samples)
 
 
 @pytest.mark.parametrize("a, b, expected", [
@@ -249,20 +250,20 @@ def _m(value, half_width, repeat=5, samples=None):
     (_m(1.0, 0.01), _m(1.08, 0.01), False),  # significant, but within the factor
     (_m(1.0, 0.4), _m(1.5, 0.4), False),  # beyond the factor, intervals overlap
     (_m(1.0, 0.4, repeat=1), _m(1.5, 0.4, repeat=1), True),  # one sample: the ratio decides
-    (report.Measurement(1.0), report.Measurement(1.2), True),  # no statistics (track_*)
-    (report.Measurement(1.0), report.Measurement(1.05), False),
+    (results.Measurement(1.0), results.Measurement(1.2), True),  # no statistics (track_*)
+    (results.Measurement(1.0), results.Measurement(1.05), False),
     # recorded samples, wholly apart: Mann-Whitney U decides though the intervals overlap
     (_m(1.0, 0.4, samples=[1.0 + i / 100 for i in range(10)]),
      _m(1.5, 0.4, samples=[1.5 + i / 100 for i in range(10)]), True),
-    (report.Measurement(None), _m(1.0, 0.01), False),  # failed: not a noise verdict
-    (report.Measurement(math.nan), _m(1.0, 0.01), False),  # skipped
+    (results.Measurement(None), _m(1.0, 0.01), False),  # failed: not a noise verdict
+    (results.Measurement(math.nan), _m(1.0, 0.01), False),  # skipped
 ])
 def test_flagging_rule_is_asvs(a, b, expected):
     assert calibrate.flagged(a, b, 1.1) is expected
 
 
 def _case(values, half_width=0.01, name="bench_x.W.time_run", params="", env="e"):
-    return calibrate.Case(report.SeriesKey(name, params, env), "seconds",
+    return calibrate.Case(results.SeriesKey(name, params, env), "seconds",
                           [_m(v, half_width * v) for v in values])
 
 
@@ -275,7 +276,7 @@ def test_case_statistics_over_three_runs():
     assert case.flagged_pairs(1.1) == [(1, 2), (2, 3)]
     assert case.flagged_pairs(1.3) == []
     assert "--factor 1.25" in calibrate.advice(case, 1.1, 0.05)
-    failed = calibrate.Case(case.key, "seconds", [_m(1.0, 0.01), report.Measurement(None)])
+    failed = calibrate.Case(case.key, "seconds", [_m(1.0, 0.01), results.Measurement(None)])
     assert failed.failed and not failed.complete and failed.change is None
 
 

@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = r"""
 import json, os, subprocess, sys
 import numpy  # loaded first, as asv_runner (through pympler) loads it
-from jaxbench_helpers import cpu_threads, platform
+from jaxbench_helpers.runtime import cpu_threads, platform
 platform.configure()
 import jax, jax.numpy as jnp, threadpoolctl
 jnp.ones((64, 64)).sum().block_until_ready()
@@ -82,7 +82,7 @@ def test_a_bad_value_is_a_clear_error():
 
 @needs_two_cpus
 def test_pinning_after_the_backend_started_is_a_clear_error():
-    code = ("import jax; jax.devices(); from jaxbench_helpers import cpu_threads; "
+    code = ("import jax; jax.devices(); from jaxbench_helpers.runtime import cpu_threads; "
             "cpu_threads.apply()")
     environ = dict(os.environ, JAXBENCH_CPU_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

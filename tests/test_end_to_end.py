@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 from asv_tools import asv, config
 
-from jaxbench_helpers import history
+from jaxbench_helpers.host import history
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,8 @@ import dashboard_tools as dt
 import pytest
 from asv_tools import asv, config
 
-from jaxbench_helpers import history, mainjob, publish
+from jaxbench_helpers.common import machine
+from jaxbench_helpers.host import history, mainjob, publish
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +44,7 @@ def fleet(tmp_path_factory):
     version, commit = [(v, c) for v, c in releases if c in measured][-1]
 
     conf = config(tmp, repo, profile="regular")
-    mainjob.record_machine(SECOND_MACHINE)
+    machine.record(SECOND_MACHINE)
     hashfile = tmp / "to-run.txt"
     hashfile.write_text(commit + "\n")
     rc, out = asv(conf, "run", f"HASHFILE:{hashfile}", "--machine", SECOND_MACHINE,
@@ -71,9 +72,9 @@ def test_published_index_offers_every_machine(fleet):
     expected = sorted([*first_machines, SECOND_MACHINE])
     assert sorted(index["params"]["machine"]) == expected
     assert sorted(index["machines"]) == expected
-    for machine in expected:
-        described = json.load(open(tmp / "results" / machine / "machine.json"))
-        assert index["machines"][machine]["cpu"] == described["cpu"]
+    for name in expected:
+        described = json.load(open(tmp / "results" / name / "machine.json"))
+        assert index["machines"][name]["cpu"] == described["cpu"]
 
 
 def test_second_machine_graph_holds_the_version_it_ran(fleet):

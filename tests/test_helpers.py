@@ -6,7 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from jaxbench_helpers import asvconf, data, install, platform, profiles
+from jaxbench_helpers.common import asvconfig, paths
+from jaxbench_helpers.host import asvconf
+from jaxbench_helpers.install import step as install
+from jaxbench_helpers.runtime import data, platform, profiles, versions
 
 
 def test_profile_defaults_to_regular(monkeypatch):
@@ -48,7 +51,7 @@ def test_data_is_seeded_read_only_and_cached():
     ("0.4.20rc1", (0, 4)),
 ])
 def test_version_tuple(text, want):
-    assert install.version_tuple(text) == want
+    assert versions.release(text) == want
 
 
 AVAILABLE = ["0.4.13", "0.4.18", "0.4.19", "0.4.20", "0.4.30", "0.4.31", "0.10.1", "0.10.2"]
@@ -129,18 +132,18 @@ def test_derived_config_points_elsewhere(tmp_path):
     both = asvconf.derive(str(repo), platforms=["cpu", "gpu"])
     assert both["matrix"]["env_nobuild"]["JAXBENCH_PLATFORM"] == ["cpu", "gpu"]
     assert all("{conf_dir}" not in c for c in conf["install_command"])
-    assert asvconf.load_committed()["repo"].endswith("jax-ml/jax.git")  # committed file intact
-    path = asvconf.write(conf, str(tmp_path / "asv.json"))
+    assert asvconfig.read(paths.CONFIG)["repo"].endswith("jax-ml/jax.git")  # committed file intact
+    path = asvconfig.write(conf, str(tmp_path / "asv.json"))
     assert json.load(open(path))["repo"] == str(repo)
 
 
 def test_derived_config_rejects_bad_input(tmp_path):
-    with pytest.raises(asvconf.ConfigError, match="not a git repository"):
+    with pytest.raises(asvconfig.ConfigError, match="not a git repository"):
         asvconf.derive(str(tmp_path))
     (tmp_path / ".git").mkdir()
-    with pytest.raises(asvconf.ConfigError, match="unknown profile 'huge'"):
+    with pytest.raises(asvconfig.ConfigError, match="unknown profile 'huge'"):
         asvconf.derive(str(tmp_path), profile="huge")
-    with pytest.raises(asvconf.ConfigError, match="unknown platform 'quantum'"):
+    with pytest.raises(asvconfig.ConfigError, match="unknown platform 'quantum'"):
         asvconf.derive(str(tmp_path), platforms=["cpu", "quantum"])
 
 
@@ -149,7 +152,7 @@ def _cli(*args):
     import sys
 
     return subprocess.run([sys.executable, "-m", "jaxbench_helpers", *args],
-                          cwd=asvconf.ROOT, capture_output=True, text=True)
+                          cwd=paths.ROOT, capture_output=True, text=True)
 
 
 def test_config_command(tmp_path):
@@ -217,7 +220,7 @@ def test_gpu_platform_allocates_on_demand(monkeypatch):
 
 
 def test_span_spreads_releases_evenly_and_keeps_both_ends():
-    from jaxbench_helpers import mainjob
+    from jaxbench_helpers.host import mainjob
 
     releases = [(f"0.{i}", f"h{i}") for i in range(39)]
     chosen = mainjob.spread(releases, 13)

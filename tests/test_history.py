@@ -8,7 +8,8 @@ import tarfile
 
 import pytest
 
-from jaxbench_helpers import history
+from jaxbench_helpers.host import history
+from jaxbench_helpers.runtime import versions
 
 FIRST, LAST = "0.10.1", "0.10.2"
 UPSTREAM_0_10_2 = "990e6a0b84138346e6a38785412f36356e0e5dc3"
@@ -136,17 +137,17 @@ def test_tip_builds_a_wheel(built, tmp_path):
     ("!=3.10.*", "3.10", False), ("~=3.10", "3.12", True), ("", "3.11", True),
 ])
 def test_requires_python(spec, python, ok, monkeypatch):
-    assert history.admits(spec, python) is ok
+    assert versions.admits(spec, python) is ok
     monkeypatch.setitem(sys.modules, "packaging.specifiers", None)  # the fallback agrees
-    assert history.admits(spec, python) is ok
+    assert versions.admits(spec, python) is ok
 
 
 def test_version_order_without_packaging(monkeypatch):
     monkeypatch.setitem(sys.modules, "packaging.version", None)
-    versions = ["0.10.0", "0.9.0.1", "0.4.20", "0.9.0", "0.4.9"]
-    assert sorted(versions, key=history.version_key) == [
+    found = ["0.10.0", "0.9.0.1", "0.4.20", "0.9.0", "0.4.9"]
+    assert sorted(found, key=versions.version_key) == [
         "0.4.9", "0.4.20", "0.9.0", "0.9.0.1", "0.10.0"]
-    assert history.is_final("0.9.0.1") and not history.is_final("0.5.0rc1")
+    assert versions.is_final("0.9.0.1") and not versions.is_final("0.5.0rc1")
 
 
 def test_upstream_hash_forms():

@@ -17,7 +17,7 @@ import pytest
 
 import benchmarks
 from benchmarks import bench_matmul
-from jaxbench_helpers import compile_cache, monitor, workload
+from jaxbench_helpers.runtime import compile_cache, monitor, workload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -149,7 +149,7 @@ WARM = """
 SETUP = """
     import json
     from benchmarks.bench_matmul import SquareMatmul
-    from jaxbench_helpers import monitor
+    from jaxbench_helpers.runtime import monitor
     SquareMatmul().setup("float32")
     print(json.dumps(monitor.snapshot()))
 """

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from jaxbench_helpers import asvconf, history, mainjob
+from jaxbench_helpers.common import paths
+from jaxbench_helpers.host import history, mainjob
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +19,7 @@ def test_main_job_benchmarks_the_newest_release_and_publishes(tmp_path):
         [sys.executable, "-m", "jaxbench_helpers", "main", "--profile", "quick",
          "--releases", "1", "-b", "Versions", "--machine", "ci-main",
          "--results-dir", str(results), "--html-dir", str(html)],
-        cwd=asvconf.ROOT, capture_output=True, text=True, timeout=3600)
+        cwd=paths.ROOT, capture_output=True, text=True, timeout=3600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     newest_version, newest = history.release_commits(mainjob.HISTORY_REPO)[-1]

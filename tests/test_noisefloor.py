@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from jaxbench_helpers import noisefloor
+from jaxbench_helpers.selftest import noisefloor
 
 
 def test_command_times_every_loop_in_pinned_fresh_processes(tmp_path, capsys):

@@ -22,7 +22,8 @@ import subprocess
 import pytest
 from asv_tools import asv, config
 
-from jaxbench_helpers import history, report
+from jaxbench_helpers.analysis import report
+from jaxbench_helpers.host import history
 
 pytestmark = pytest.mark.slow
 

@@ -13,12 +13,12 @@ import sys
 import pytest
 from asv_tools import asv, config, git_repo
 
-from jaxbench_helpers import asvconf
+from jaxbench_helpers.common import paths
 
 pytestmark = pytest.mark.slow
 
 OLDEST = "0.4.20"
-SPAN_VENVS = os.path.join(asvconf.ROOT, ".asv", "span")
+SPAN_VENVS = os.path.join(paths.ROOT, ".asv", "span")
 
 
 def release_venv(version):
@@ -32,7 +32,7 @@ def release_venv(version):
         numpy = ["numpy<2", "scipy<1.14"] if version.startswith("0.4.") else []
         subprocess.run(pip + [f"jax=={version}", f"jaxlib=={version}", "asv_runner==0.2.5",
                               "pympler", *numpy], check=True)
-        subprocess.run(pip + ["--no-deps", "-e", asvconf.ROOT], check=True)
+        subprocess.run(pip + ["--no-deps", "-e", paths.ROOT], check=True)
         open(stamp, "w").close()
     return python
 

@@ -14,7 +14,8 @@ import sys
 import pytest
 from asv_tools import config
 
-from jaxbench_helpers import history, report
+from jaxbench_helpers.analysis import report
+from jaxbench_helpers.host import history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MACHINE = "cpu-2core-shared-vm"

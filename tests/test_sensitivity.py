@@ -15,7 +15,9 @@ import sys
 
 import pytest
 
-from jaxbench_helpers import history, plants, report, sensitivity
+from jaxbench_helpers.analysis import results
+from jaxbench_helpers.host import history
+from jaxbench_helpers.selftest import plants, sensitivity
 
 RELEASE = "0.10.2"
 
@@ -143,11 +145,11 @@ def test_plant_commit_sits_on_the_release_and_leaves_main_alone(release_source, 
 
 
 def _m(value):
-    return report.Measurement(value)
+    return results.Measurement(value)
 
 
 def _key(benchmark, params="('float32')"):
-    return report.SeriesKey(benchmark, params, "env")
+    return results.SeriesKey(benchmark, params, "env")
 
 
 def test_judge_sorts_detected_missed_and_unrelated_with_asvs_comparison():
@@ -185,7 +187,7 @@ def test_judge_sorts_detected_missed_and_unrelated_with_asvs_comparison():
 def test_every_timing_method_of_the_suite_is_classified():
     import importlib
 
-    from jaxbench_helpers import workload
+    from jaxbench_helpers.runtime import workload
 
     names = set()
     for module in sorted(f[:-3] for f in os.listdir("benchmarks") if f.startswith("bench_")):

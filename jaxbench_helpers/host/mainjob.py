@@ -6,17 +6,15 @@ runs the suite over the newest releases this Python can install, and publishes `
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 
-from . import asvconf, history, publish, report
+from ..common import asvconfig, machine, paths
+from ..common.machine import machine_name
+from . import asvconf, history, publish
 
-ROOT = asvconf.ROOT
-STATE = os.path.join(ROOT, ".asv")
-HISTORY_REPO = os.path.join(STATE, "jax-releases")
 FIRST_RELEASE = "0.4.20"
 
 
@@ -29,30 +27,6 @@ def spread(releases, count):
     last = len(releases) - 1
     picks = sorted({round(i * last / (count - 1)) for i in range(count)})
     return [releases[i] for i in picks]
-
-
-def record_machine(name, note="", path="~/.asv-machine.json"):
-    """Describe this host under ``name`` in asv's machine file.
-
-    ``asv machine --yes --machine NAME`` keeps only the fields that differ from the detected
-    defaults, which leaves results/NAME/machine.json without CPU, cores or memory.
-    """
-    from asv.machine import Machine
-
-    path = os.path.expanduser(path)
-    facts = dict(Machine.get_defaults(), machine=name)
-    if note:
-        facts["cpu"] = f"{facts['cpu']} ({note})"
-    try:
-        with open(path) as f:
-            machines = json.load(f)
-    except FileNotFoundError:
-        machines = {"version": 1}
-    machines[name] = facts
-    with open(path, "w") as f:
-        json.dump(machines, f, indent=4)
-    print(f"jaxbench: machine {name}: {facts['cpu']}, {facts['num_cpu']} cores, "
-          f"{int(facts['ram']) / 2**30:.0f} GiB", flush=True)
 
 
 def asv(config, *args):
@@ -74,32 +48,32 @@ def main(argv=None):
                         "jax-v0.9.0..jax-v0.10.2 (tags of the release-history repository)")
     parser.add_argument("--bench", "-b", action="append", default=[],
                         help="only benchmarks matching this regex (repeatable)")
-    parser.add_argument("--machine", default=report.machine_name(),
+    parser.add_argument("--machine", default=machine_name(),
                         help="machine name for results/ (default: JAXBENCH_MACHINE or hostname)")
     parser.add_argument("--machine-note", default="",
                         help="appended to the CPU model in machine.json, e.g. 'shared VM'")
-    parser.add_argument("--results-dir", default=os.path.join(ROOT, "results"))
-    parser.add_argument("--html-dir", default=os.path.join(ROOT, "html"))
+    parser.add_argument("--results-dir", default=paths.RESULTS)
+    parser.add_argument("--html-dir", default=paths.HTML)
     args = parser.parse_args(argv)
     started = time.monotonic()
 
-    releases = history.build(HISTORY_REPO, first=FIRST_RELEASE)
-    config = asvconf.write(
-        asvconf.derive(HISTORY_REPO, profile=args.profile, results_dir=args.results_dir,
+    releases = history.build(paths.HISTORY_REPO, first=FIRST_RELEASE)
+    config = asvconfig.write(
+        asvconf.derive(paths.HISTORY_REPO, profile=args.profile, results_dir=args.results_dir,
                        html_dir=args.html_dir),
-        os.path.join(STATE, "asv.releases.conf.json"),
+        os.path.join(paths.STATE, "asv.releases.conf.json"),
     )
     if args.commits:
         spec = args.commits
     else:
         chosen = spread(releases, args.span) if args.span else releases[-args.releases:]
         print("jaxbench: releases " + ", ".join(v for v, _ in chosen), flush=True)
-        hashfile = os.path.join(STATE, "releases-to-run.txt")
+        hashfile = os.path.join(paths.STATE, "releases-to-run.txt")
         with open(hashfile, "w") as f:
             f.write("".join(f"{h}\n" for _, h in chosen))
         spec = f"HASHFILE:{hashfile}"
 
-    record_machine(args.machine, note=args.machine_note)
+    machine.record(args.machine, note=args.machine_note)
     bench = [a for b in args.bench for a in ("--bench", b)]
     run_rc = asv(config, "run", spec, "--machine", args.machine, "--skip-existing-successful",
                  "--show-stderr", *bench)

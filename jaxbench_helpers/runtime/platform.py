@@ -7,7 +7,7 @@ series and a GPU series side by side. A platform with no device skips the benchm
 
 import os
 
-from . import cpu_threads
+from . import cpu_threads, profiles
 
 PLATFORM_ENV = "JAXBENCH_PLATFORM"
 DEFAULT_PLATFORM = "cpu"
@@ -42,7 +42,7 @@ def selected():
 def configure():
     """Restrict JAX to the selected platform and the process to the CPUs JAXBENCH_CPU_THREADS
     (or the profile) gives it. Must run before the first device query."""
-    cpu_threads.apply()
+    cpu_threads.apply(default_cpu_threads())
     name = selected()
     jax_platforms, kind = _PLATFORMS[name]
     if kind == "gpu":
@@ -53,6 +53,12 @@ def configure():
         import jax
 
         jax.config.update("jax_platforms", jax_platforms)
+
+
+def default_cpu_threads():
+    """The CPU threads setting without JAXBENCH_CPU_THREADS: the profile's on CPU, 'all' on an
+    accelerator, whose host threads feed the device."""
+    return profiles.current().cpu_threads if selected() == "cpu" else "all"
 
 
 def device():

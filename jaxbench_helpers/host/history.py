@@ -5,7 +5,7 @@ benchmark release after release without reaching GitHub. The build is determinis
 same releases give the same commit hashes on any machine, and a rerun only appends releases
 that are new since the last one.
 
-    python -m jaxbench_helpers.history --dest PATH [--first 0.4.20] [--last X]
+    python -m jaxbench_helpers history --dest PATH [--first 0.4.20] [--last X]
         [--python-version 3.11] [--sdist-cache DIR]
 """
 
@@ -22,6 +22,9 @@ import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
+
+from ..common import git
+from ..runtime.versions import VersionError, admits, is_final, version_key
 
 FIRST = "0.4.20"
 IDENTITY = ("jaxbench", "jaxbench@localhost")
@@ -47,65 +50,6 @@ def log(message):
 
 
 # ---------------------------------------------------------------- versions
-
-
-def version_key(text):
-    """Sort key for a release: packaging's Version, else the numeric parts as a tuple."""
-    try:
-        from packaging.version import InvalidVersion, Version
-    except ImportError:
-        return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0]))
-    try:
-        return Version(text)
-    except InvalidVersion as err:
-        raise HistoryError(f"{text!r} is not a version") from err
-
-
-def is_final(text):
-    """True for a final release, False for a pre-release or dev release."""
-    try:
-        from packaging.version import InvalidVersion, Version
-    except ImportError:
-        return re.fullmatch(r"\d+(\.\d+)*(\.post\d+)?", text) is not None
-    try:
-        return not Version(text).is_prerelease
-    except InvalidVersion:
-        return False
-
-
-def _clause_admits(clause, version):
-    match = re.fullmatch(r"(~=|===|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?", clause)
-    if not match:
-        raise HistoryError(f"cannot read the Requires-Python clause {clause!r}")
-    op, bound, wildcard = match.groups()
-    want = [int(p) for p in bound.split(".")]
-    have = [int(p) for p in version.split(".")]
-    if wildcard:
-        same = have[: len(want)] == want
-        return same if op in ("==", "===") else not same
-    size = max(len(want), len(have))
-    want_t, have_t = (tuple(v + [0] * (size - len(v))) for v in (want, have))
-    if op == "~=":
-        return have_t >= want_t and have[: len(want) - 1] == want[:-1]
-    return {
-        "==": have_t == want_t, "===": have_t == want_t, "!=": have_t != want_t,
-        "<=": have_t <= want_t, ">=": have_t >= want_t, "<": have_t < want_t, ">": have_t > want_t,
-    }[op]
-
-
-def admits(requires_python, python_version):
-    """Whether a Requires-Python specifier (None or '' admits all) admits ``python_version``."""
-    if not requires_python:
-        return True
-    try:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    except ImportError:
-        clauses = [c.strip() for c in requires_python.split(",") if c.strip()]
-        return all(_clause_admits(c, python_version) for c in clauses)
-    try:
-        return SpecifierSet(requires_python).contains(python_version, prereleases=True)
-    except InvalidSpecifier as err:
-        raise HistoryError(f"cannot read Requires-Python {requires_python!r}") from err
 
 
 def running_python():
@@ -297,15 +241,12 @@ def _git_env(extra=None):
 
 
 def _git(repo, *args, input=None, env=None, check=True):
-    options = [arg for option in GIT_OPTIONS for arg in ("-c", option)]
     try:
-        result = subprocess.run(["git", *options, "-C", repo, *args], input=input,
-                                capture_output=True, text=True, env=_git_env(env))
-    except FileNotFoundError as err:
-        raise HistoryError("git is not installed (or not on PATH)") from err
-    if check and result.returncode:
-        raise HistoryError(f"git {' '.join(args)} failed in {repo}: {result.stderr.strip()}")
-    return result.stdout.strip() if check else result
+        result = git.run(repo, *args, input=input, env=_git_env(env), options=GIT_OPTIONS,
+                         check=check)
+    except git.GitError as err:
+        raise HistoryError(str(err)) from None
+    return result.strip() if check else result
 
 
 def _tags(repo):
@@ -370,7 +311,7 @@ def _init(dest):
     _git(dest, "init", "-q", "--template=")
     _git(dest, "symbolic-ref", "HEAD", "refs/heads/main")
     with open(os.path.join(dest, ".git", MARKER), "w") as f:
-        f.write("made by python -m jaxbench_helpers.history\n")
+        f.write("made by python -m jaxbench_helpers history\n")
 
 
 # ---------------------------------------------------------------- commits
@@ -484,7 +425,7 @@ def build(dest, first=FIRST, last=None, python_version=None, sdist_cache=None):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m jaxbench_helpers.history", description=__doc__.split("\n\n")[0])
+        prog="python -m jaxbench_helpers history", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dest", required=True, help="the repository to build or extend")
     parser.add_argument("--first", default=FIRST, help=f"oldest release (default {FIRST})")
     parser.add_argument("--last", help="newest release (default: the newest whose sdist admits "
@@ -498,7 +439,7 @@ def main(argv=None):
     try:
         build(args.dest, first=args.first, last=args.last, python_version=args.python_version,
               sdist_cache=args.sdist_cache)
-    except HistoryError as err:
+    except (HistoryError, VersionError) as err:
         print(f"jaxbench history: error: {err}", file=sys.stderr)
         return 1
     return 0

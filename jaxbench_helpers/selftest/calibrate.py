@@ -5,7 +5,7 @@ the config's own ``results_dir``)::
 
     python -m jaxbench_helpers calibrate [--config C] [--commit jax-v0.10.2] [--runs 2]
         [--factor 1.10] [-b REGEX ...] [--profile quick] [--machine NAME] [--python same]
-        [--work-dir DIR] [--env-dir DIR] [--from-runs WORK_DIR] [-o report.md]
+        [--work-dir DIR] [--env-dir DIR] [--from-runs WORK_DIR] [-o results.md]
         [--write-config asv.conf.json]
 
 Without ``--config`` the suite runs against the release-history repository
@@ -22,7 +22,6 @@ them into an asv config, leaving the rest of the file as it is.
 """
 
 import argparse
-import contextlib
 import itertools
 import json
 import math
@@ -34,10 +33,13 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from . import profiles, report
+from ..analysis import results
+from ..common import asvconfig, paths
+from ..common import markdown as md
+from ..common.machine import ensure_described, machine_name
+from ..host import asvconf
+from ..runtime import profiles
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_REPO = os.path.join(ROOT, ".asv", "jax-releases")
 # asv publish's threshold where regressions_thresholds has no matching entry
 ASV_DEFAULT_THRESHOLD = 0.05
 # a spread (IQR / median within a run) below this counts as quiet in the summary
@@ -56,7 +58,7 @@ class CalibrationError(ValueError):
 def spread(measurement):
     """Interquartile range / median of one run's samples (None without statistics)."""
     stats, value = measurement.stats, measurement.value
-    if not stats or report.missing(value) or not value:
+    if not stats or results.missing(value) or not value:
         return None
     q25, q75 = stats.get("q_25"), stats.get("q_75")
     if q25 is None or q75 is None:
@@ -73,7 +75,7 @@ def flagged(a, b, factor):
     """
     from asv.commands.compare import _is_result_better
 
-    if report.missing(a.value) or report.missing(b.value):
+    if results.missing(a.value) or results.missing(b.value):
         return False
     ss_a, ss_b = (a.stats, a.samples), (b.stats, b.samples)
     return bool(_is_result_better(a.value, b.value, ss_a, ss_b, factor)
@@ -84,9 +86,9 @@ def flagged(a, b, factor):
 class Case:
     """One benchmark at one parameter combination (and environment), across the runs."""
 
-    key: report.SeriesKey
+    key: results.SeriesKey
     unit: str
-    runs: list  # [report.Measurement], one per run
+    runs: list  # [results.Measurement], one per run
 
     @property
     def name(self):
@@ -100,7 +102,7 @@ class Case:
     @property
     def complete(self):
         """Every run has a value (no failure, no skip)."""
-        return not any(report.missing(v) for v in self.values)
+        return not any(results.missing(v) for v in self.values)
 
     @property
     def failed(self):
@@ -144,8 +146,8 @@ def cases(runs, units=None):
     ({SeriesKey: Measurement} each); a case a run lacks counts as skipped there."""
     units = units or {}
     keys = sorted(set().union(*runs), key=lambda k: (k.benchmark, k.params, k.env))
-    return [Case(k, report.unit_of(k.benchmark, units),
-                 [run.get(k, report.Measurement(math.nan)) for run in runs]) for k in keys]
+    return [Case(k, results.unit_of(k.benchmark, units),
+                 [run.get(k, results.Measurement(math.nan)) for run in runs]) for k in keys]
 
 
 def proposed_threshold(case, margin, floor=ASV_DEFAULT_THRESHOLD, step=THRESHOLD_STEP):
@@ -215,14 +217,13 @@ def write_thresholds(path, new, replaced=()):
     except those in ``replaced`` (the entries of the calibrated cases, re-decided now). Only the
     regressions_thresholds value changes, or the key is inserted before "benchmark_dir"; the
     file's comments stay. Returns the resulting dict."""
-    from asv import util
     from asv.config import Config
 
     try:
+        current = asvconfig.read(path)
         with open(path) as f:
             text = f.read()
-        current = util.load_json(path, js_comments=True)
-    except (OSError, ValueError, util.UserError) as err:
+    except (OSError, asvconfig.ConfigError) as err:
         raise CalibrationError(f"--write-config {path}: cannot read it as an asv config "
                                f"({err})") from None
     existing = current.get(KEY) or {}
@@ -271,65 +272,17 @@ def write_thresholds(path, new, replaced=()):
 # ---------------------------------------------------------------- running asv
 
 
-def _absolute(path, base):
-    return path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
-
-
-def load_config(path):
-    """The asv config at ``path`` as a dict, with its paths made absolute (asv reads them
-    relative to the config's folder) so that a copy elsewhere means the same."""
-    from asv import util
-
-    if not os.path.isfile(path):
-        raise CalibrationError(f"--config {path} does not exist; pass an asv config, e.g. "
-                               "the one 'python -m jaxbench_helpers config' writes")
-    try:
-        conf = util.load_json(path, js_comments=True)
-    except (ValueError, util.UserError) as err:
-        raise CalibrationError(f"--config {path} is not valid asv JSON: {err}") from None
-    base = os.path.dirname(os.path.abspath(path))
-    for key, default in (("benchmark_dir", "benchmarks"), ("env_dir", "env"),
-                         ("results_dir", "results"), ("html_dir", "html")):
-        conf[key] = _absolute(conf.get(key, default), base)
-    repo = conf.get("repo", "")
-    if repo and "://" not in repo and not repo.startswith("git@"):
-        conf["repo"] = _absolute(repo, base)
-    for key in ("build_command", "install_command", "uninstall_command"):
-        if conf.get(key):
-            conf[key] = [cmd.replace("{conf_dir}", base) for cmd in conf[key]]
-    return conf
-
-
 def default_config():
-    from . import asvconf
-
-    if not os.path.isdir(DEFAULT_REPO):
+    if not os.path.isdir(paths.HISTORY_REPO):
         raise CalibrationError(f"no --config and no release-history repository at "
-                               f"{DEFAULT_REPO}; build it (python -m jaxbench_helpers history "
-                               "--dest .asv/jax-releases) or pass --config")
-    return asvconf.derive(DEFAULT_REPO)
+                               f"{paths.HISTORY_REPO}; build it (python -m jaxbench_helpers "
+                               "history --dest .asv/jax-releases) or pass --config")
+    return asvconf.derive(paths.HISTORY_REPO)
 
 
 def _matrix_first(conf, name):
     values = conf.get("matrix", {}).get("env_nobuild", {}).get(name) or [None]
     return values[0] if isinstance(values, list) else values
-
-
-def ensure_machine(name):
-    """Describe ``name`` in asv's machine file unless it is there already (asv would ask)."""
-    from asv.machine import MachineCollection
-
-    from . import mainjob
-
-    path = MachineCollection.get_machine_file_path()
-    try:
-        with open(path) as f:
-            known = json.load(f)
-    except (OSError, ValueError):
-        known = {}
-    if name not in known:
-        with contextlib.redirect_stdout(sys.stderr):  # standard output carries the report
-            mainjob.record_machine(name, path=path)
 
 
 def run_asv(conf_path, commit, *, machine, bench, same_python, env, echo=True,
@@ -359,12 +312,12 @@ def run_asv(conf_path, commit, *, machine, bench, same_python, env, echo=True,
 
 def load_run(results_dir, machine):
     """(commit hash, {SeriesKey: Measurement}, units) of one run's scratch results."""
-    found = report.load_measurements(results_dir, machine)
+    found = results.load_measurements(results_dir, machine)
     if len(found) != 1:
         raise CalibrationError(f"{results_dir} holds results for {len(found)} commits, not 1: "
                                "did asv run anything? (check -b and --commit)")
     (commit, measured), = found.items()
-    return commit, measured, report.load_units(results_dir)
+    return commit, measured, results.load_units(results_dir)
 
 
 def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_python,
@@ -426,20 +379,12 @@ def earlier_runs(work_dir):
 # ---------------------------------------------------------------- markdown
 
 
-def _percent(x):
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
-def _cell(text):
-    return str(text).replace("|", "\\|")
-
-
 def _value(value, unit):
     """A run's median with its unit; whole numbers (versions, counts) as they are."""
     if unit not in ("seconds", "bytes") and isinstance(value, (int, float)) and not \
-            report.missing(value) and float(value).is_integer():
+            results.missing(value) and float(value).is_integer():
         return f"{int(value)} {unit}".strip()
-    return report.human(value, unit)
+    return results.human(value, unit)
 
 
 def advice(case, factor, spread_limit):
@@ -455,10 +400,10 @@ def advice(case, factor, spread_limit):
                        f"--factor {quiet_factor:.2f} or more, or measure it with more rounds "
                        "and samples (regular profile)")
     if worst is not None and worst > spread_limit:
-        reasons.append(f"samples vary {_percent(worst)} within a run: more samples (regular "
+        reasons.append(f"samples vary {md.percent(worst)} within a run: more samples (regular "
                        "profile), a quieter machine, or a longer inner loop")
     elif case.change is not None and case.change > spread_limit and not pairs:
-        reasons.append(f"run medians differ {_percent(case.change)}: keep its regressions "
+        reasons.append(f"run medians differ {md.percent(case.change)}: keep its regressions "
                        "threshold at least at the proposed value")
     return "; ".join(reasons)
 
@@ -477,7 +422,7 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
     show_env = len({c.key.env for c in found}) > 1
 
     def label(case):
-        return f"`{_cell(case.name)}`" + (f" [{_cell(case.key.env)}]" if show_env else "")
+        return f"`{md.cell(case.name)}`" + (f" [{md.cell(case.key.env)}]" if show_env else "")
 
     share = (f"{len(quiet)} of {len(timed)} timed cases ({100 * len(quiet) / len(timed):.0f}%)"
              if timed else "no timed case")
@@ -502,7 +447,7 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         mid = statistics.median(c.change for c in changes)
         largest = changes[-1]
         lines.append(f"* Change between runs (largest / smallest run median − 1): median "
-                     f"{_percent(mid)}, largest {_percent(largest.change)}"
+                     f"{md.percent(mid)}, largest {md.percent(largest.change)}"
                      + (f" ({label(largest)})" if largest.change else ""))
     lines += [
         "",
@@ -517,7 +462,7 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         lines += ["| benchmark | spread | change between runs | flagged | what to do |",
                   "|---|---|---|---|---|"]
         for c, why in sorted(noisy, key=lambda cw: -(cw[0].change or 0)):
-            lines.append(f"| {label(c)} | {_percent(c.worst_spread)} | {_percent(c.change)} | "
+            lines.append(f"| {label(c)} | {md.percent(c.worst_spread)} | {md.percent(c.change)} | "
                          f"{'yes' if c.flagged_pairs(factor) else 'no'} | {why} |")
         lines += ["", "What to do: compare these with a larger factor than the rest (or leave "
                   "them out of a pull-request verdict), use the `regular` profile (two rounds, "
@@ -556,7 +501,7 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
     ]
     for c in found:
         medians = " | ".join(_value(v, c.unit) for v in c.values)
-        spreads = " / ".join(_percent(s) for s in c.spreads)
+        spreads = " / ".join(md.percent(s) for s in c.spreads)
         ratios = " / ".join(f"{r:.3f}" for r in c.ratios) if c.ratios else "—"
         pairs = c.flagged_pairs(factor)
         flag = ("runs " + ", ".join(f"{i}/{j}" for i, j in pairs)) if pairs else "no"
@@ -628,15 +573,15 @@ def main(argv=None):
 
     args = parse(sys.argv[1:] if argv is None else list(argv))
     try:
-        conf = load_config(args.config) if args.config else default_config()
+        conf = asvconfig.load(args.config) if args.config else default_config()
         commit_name = args.commit or conf.get("branches", ["main"])[0]
-        machine = report.machine_name(args.machine)
+        machine = machine_name(args.machine)
         if args.from_runs:
             folders, loads = earlier_runs(args.from_runs), []
         else:
             work_dir = os.path.abspath(args.work_dir
                                        or tempfile.mkdtemp(prefix="jaxbench-calib-"))
-            ensure_machine(machine)
+            ensure_described(machine)
             folders, loads = measure(conf, commit=commit_name, runs=args.runs,
                                      machine=machine, bench=args.bench, profile=args.profile,
                                      work_dir=work_dir, same_python=args.python == "same",
@@ -660,7 +605,7 @@ def main(argv=None):
                         spread_limit=args.spread_limit,
                         profile=args.profile or _matrix_first(conf, "JAXBENCH_PROFILE"),
                         proposed=proposed, loads=loads, written=written, folders=folders)
-    except (CalibrationError, report.ReportError, UserError) as err:
+    except (CalibrationError, results.ResultsError, asvconfig.ConfigError, UserError) as err:
         print(f"jaxbench calibrate: {err}", file=sys.stderr)
         return 1
     if args.output:

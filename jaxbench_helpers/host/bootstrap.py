@@ -10,8 +10,8 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV = os.path.join(ROOT, ".venv")
+from ..common.paths import ROOT, VENV
+
 PYTHON = os.path.join(VENV, "bin", "python")
 STAMP = os.path.join(VENV, "jaxbench-installed")
 # the dashboard tests drive Debian's Chromium (Playwright cannot download its own browser here)

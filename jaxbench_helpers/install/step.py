@@ -22,6 +22,8 @@ import sys
 import zipfile
 from dataclasses import dataclass
 
+from ..runtime.versions import release
+
 # jaxlib older than this was built against NumPy 1 and breaks under NumPy 2
 FIRST_JAXLIB_FOR_NUMPY2 = (0, 4, 26)
 
@@ -30,21 +32,12 @@ FIRST_JAXLIB_FOR_NUMPY2 = (0, 4, 26)
 CUDA_ENV = "JAXBENCH_CUDA"
 CUDA_FLAVOURS = ("", "cuda12", "cuda13")
 
-HELPERS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the project folder, whose jaxbench_helpers the environment installs (editable)
+HELPERS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class InstallError(RuntimeError):
     pass
-
-
-def version_tuple(text):
-    """Numeric release parts of a version string: '0.4.31.dev20240710+abc' -> (0, 4, 31)."""
-    parts = []
-    for piece in re.split(r"[.+]", text.strip()):
-        if not piece.isdigit():
-            break
-        parts.append(int(piece))
-    return tuple(parts)
 
 
 def _assignment(source, name):
@@ -93,10 +86,10 @@ def choose_jaxlib(source, available):
     releases pairs with the jaxlib upstream CI used for it (``_latest_jaxlib_version_on_pypi``,
     else the minimum), never a jaxlib released after the commit when an older one fits.
     """
-    low, high = version_tuple(source.minimum_jaxlib), version_tuple(source.version)
-    fits = [v for v in available if low <= version_tuple(v) <= high]
+    low, high = release(source.minimum_jaxlib), release(source.version)
+    fits = [v for v in available if low <= release(v) <= high]
     if not fits:
-        ordered = sorted(available, key=version_tuple)
+        ordered = sorted(available, key=release)
         offer = f"{len(ordered)} versions, {ordered[0]} to {ordered[-1]}" if ordered else "none"
         raise InstallError(
             f"no jaxlib on the package index fits jax {source.version}: it needs "
@@ -109,7 +102,7 @@ def choose_jaxlib(source, available):
     for want in preferred:
         if want in fits:
             return want
-    return max(fits, key=version_tuple)
+    return max(fits, key=release)
 
 
 def available_versions(package, python=sys.executable):
@@ -178,7 +171,7 @@ def plan(build_dir, wheel, available, cuda="", gpu_available=None):
         gpu_available = gpu_available or {}
         deps += gpu_requirements(cuda, jaxlib, gpu_available.get("plugin", []),
                                  gpu_available.get("pjrt", []))
-    if version_tuple(jaxlib) < FIRST_JAXLIB_FOR_NUMPY2:
+    if release(jaxlib) < FIRST_JAXLIB_FOR_NUMPY2:
         deps.append("numpy<2")
     pip = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check"]
     commands = [pip + deps]

@@ -19,6 +19,8 @@ import re
 import subprocess
 import sys
 
+from ..common import asvconfig, git
+
 # show_commit_url of a release-history dashboard: a folder of the published html
 COMMIT_PAGES = "commits/"
 UPSTREAM = "https://github.com/jax-ml/jax"
@@ -69,11 +71,10 @@ def commit_page(commit, message, tags):
 
 
 def _git(repo, *args, input=None):
-    result = subprocess.run(["git", "-C", repo, *args], input=input, capture_output=True,
-                            text=True)
-    if result.returncode:
-        raise PublishError(f"git {' '.join(args)} failed in {repo}: {result.stderr.strip()}")
-    return result.stdout
+    try:
+        return git.run(repo, *args, input=input)
+    except git.GitError as err:
+        raise PublishError(str(err)) from None
 
 
 def read_commits(repo, hashes):
@@ -142,19 +143,6 @@ def write_commit_pages(html_dir, repo, folder=COMMIT_PAGES):
     return len(commits)
 
 
-def _load_config(config_path):
-    from asv.config import Config
-
-    conf = Config.load(config_path)
-    base = os.path.dirname(os.path.abspath(config_path))
-    html_dir = os.path.join(base, conf.html_dir)
-    repo = os.path.join(base, conf.repo)
-    if not os.path.isdir(repo):
-        # a URL: asv keeps its mirror in a folder named after the project
-        repo = os.path.join(base, conf.project)
-    return conf, html_dir, repo
-
-
 def publish(config_path):
     """``asv --config CONFIG publish``, then the commit pages; returns an exit code."""
     if not os.path.isfile(config_path):
@@ -166,8 +154,9 @@ def publish(config_path):
     rc = subprocess.run(cmd).returncode
     if rc:
         return rc
-    conf, html_dir, repo = _load_config(config_path)
-    url = conf.show_commit_url
+    conf = asvconfig.load(config_path)
+    html_dir, repo = conf["html_dir"], asvconfig.local_repo(conf, config_path)
+    url = conf.get("show_commit_url")
     if not url or re.match(r"^[a-z][a-z0-9+.-]*:", url, re.I) or url.startswith("/"):
         # links go straight to a commit site (or nowhere): nothing to write
         print(f"jaxbench publish: show_commit_url is {url!r}, so no commit pages are written",

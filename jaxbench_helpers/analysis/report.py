@@ -17,236 +17,18 @@ failed at HEAD, 3 when it cannot compare (no results, unknown commit), else 0.
 """
 
 import argparse
-import itertools
 import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass, field
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_REPO = os.path.join(ROOT, ".asv", "jax-releases")
-DEFAULT_RESULTS = os.path.join(ROOT, "results")
+from ..common import asvconfig, markdown, paths
+from . import results
+from .results import ResultsError as ReportError
+
 UPSTREAM_URL = "https://github.com/jax-ml/jax"
-UPSTREAM_LINE = "Upstream commit:"
-# facts about the environment, not performance: a new release changes them by design
-SKIPPED_UNITS = ("version",)
-SKIPPED_MODULES = ("bench_environment",)
-
-
-class ReportError(ValueError):
-    pass
-
-
-# ---------------------------------------------------------------- units and direction
-
-
-@dataclass(frozen=True)
-class Direction:
-    """How to read a change of a benchmark's value."""
-
-    worse: str  # the word for a regression: "slower", "larger", "lower"
-    better: str
-    higher_is_worse: bool
-
-
-def direction(unit, name=""):
-    if unit == "seconds" or (not unit and name.split(".")[-1].startswith("time_")):
-        return Direction("slower", "faster", True)
-    if unit and "/s" in unit:  # a rate (bytes/s, flops/s): more is better
-        return Direction("lower", "higher", False)
-    return Direction("larger", "smaller", True)
-
-
-def unit_of(name, units):
-    """The unit asv recorded for benchmark ``name`` (benchmarks.json), else from its prefix."""
-    unit = units.get(name)
-    if unit:
-        return unit
-    method = name.rsplit(".", 1)[-1]
-    if method.startswith("time_") or method.startswith("timeraw_"):
-        return "seconds"
-    if method.startswith(("peakmem_", "mem_")):
-        return "bytes"
-    return ""
-
-
-def human(value, unit):
-    """A value with its unit: asv's own formatting for seconds and bytes (1.23ms, 4.5M)."""
-    from asv.util import human_value
-
-    if value is None:
-        return "failed"
-    if isinstance(value, float) and math.isnan(value):
-        return "n/a"
-    if unit in ("seconds", "bytes"):
-        text = human_value(value, unit)
-        return text + "B" if unit == "bytes" else text
-    return f"{value:.4g} {unit}".strip()
-
-
-def load_units(results_dir):
-    """Benchmark name -> unit, from the benchmarks.json asv writes beside the results."""
-    path = os.path.join(results_dir, "benchmarks.json")
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        found = json.load(f)
-    return {name: b.get("unit", "") for name, b in found.items() if isinstance(b, dict)}
-
-
-def skipped(name, unit):
-    return unit in SKIPPED_UNITS or name.split(".", 1)[0] in SKIPPED_MODULES
-
-
-# ---------------------------------------------------------------- git
-
-
-def _git(repo, *args):
-    try:
-        proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True)
-    except FileNotFoundError as err:
-        raise ReportError("git is not installed (or not on PATH)") from err
-    if proc.returncode:
-        raise ReportError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()}")
-    return proc.stdout
-
-
-@dataclass(frozen=True)
-class Commit:
-    hash: str
-    label: str  # the tag (jax-v0.10.2) or the short hash and subject
-    upstream: str  # the upstream JAX commit it stands for ('' when unknown)
-
-
-def first_parent_commits(repo, branch):
-    """[Commit] along ``branch``'s first-parent history, oldest first."""
-    if not os.path.isdir(repo):
-        raise ReportError(f"--repo {repo} is not a folder; pass the release-history repository "
-                          "(python -m jaxbench_helpers history) or a JAX clone")
-    tags = {}
-    for line in _git(repo, "for-each-ref", "--format=%(objectname) %(*objectname) "
-                     "%(refname:short)", "refs/tags").splitlines():
-        obj, peeled, name = line.split(" ", 2)
-        tags.setdefault(peeled or obj, []).append(name)
-    try:
-        log = _git(repo, "log", "--first-parent", "--reverse", "--format=%H%x1f%s%x1f%B%x1e",
-                   branch, "--")
-    except ReportError as err:
-        raise ReportError(f"{err}\nIs {branch!r} a branch of {repo}? Pass --branch") from None
-    entries = [e.strip("\n").split("\x1f") for e in log.split("\x1e") if e.strip()]
-    # a release-history repository names the upstream commit in each message; a JAX clone's
-    # commits are the upstream commits themselves
-    is_history = any(UPSTREAM_LINE in body for _, _, body in entries)
-    commits = []
-    for commit, subject, body in entries:
-        upstream = next((ln.split(":", 1)[1].strip() for ln in body.splitlines()
-                         if ln.startswith(UPSTREAM_LINE)), "")
-        if not is_history:
-            upstream = commit
-        names = sorted(tags.get(commit, []), key=lambda t: (not t.startswith("jax-v"), t))
-        label = names[0] if names else f"{commit[:8]} {subject[:40]}".strip()
-        commits.append(Commit(commit, label, upstream))
-    return commits
-
-
-def resolve(repo, name):
-    """The full hash of ``name`` (a tag, branch or hash prefix) in ``repo``."""
-    try:
-        return _git(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}").strip()
-    except ReportError:
-        raise ReportError(f"{name!r} names no commit in {repo}") from None
-
-
-# ---------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One benchmark at one parameter combination, at one commit."""
-
-    value: object  # asv's median; None: failed; NaN: skipped (n/a)
-    stats: dict = None  # asv's stats: ci_99_a, ci_99_b, q_25, q_75, number, repeat
-    samples: list = None
-    version: str = None  # the benchmark code's version: other versions are not comparable
-
-
-@dataclass(frozen=True)
-class SeriesKey:
-    benchmark: str  # module.Class.method
-    params: str  # "('float32', 10)" or ""
-    env: str
-
-    @property
-    def phase(self):
-        return self.benchmark.rsplit(".", 1)[-1]
-
-    @property
-    def workload(self):
-        return self.benchmark.rsplit(".", 1)[0]
-
-
-def machine_name(given=None):
-    """The machine name results go under: ``given`` (--machine), else JAXBENCH_MACHINE, else
-    the host name."""
-    import platform as host
-
-    return given or os.environ.get("JAXBENCH_MACHINE") or host.node()
-
-
-def machines(results_dir):
-    if not os.path.isdir(results_dir):
-        raise ReportError(f"--results-dir {results_dir} is not a folder of asv results")
-    return sorted(d for d in os.listdir(results_dir)
-                  if os.path.exists(os.path.join(results_dir, d, "machine.json")))
-
-
-def pick_machine(results_dir, machine):
-    found = machines(results_dir)
-    if machine:
-        if machine not in found:
-            raise ReportError(f"no results for machine {machine!r} in {results_dir}; it has "
-                              f"{', '.join(found) or 'none'}")
-        return machine
-    if len(found) != 1:
-        raise ReportError(f"{results_dir} has results for {len(found)} machines "
-                          f"({', '.join(found) or 'none'}); pick one with --machine")
-    return found[0]
-
-
-def _unrolled(result):
-    """(SeriesKey, Measurement) for every benchmark and parameter combination in ``result``."""
-    for key in result.get_all_result_keys():
-        params = result.get_result_params(key)
-        columns = [result.get_result_value(key, params), result.get_result_stats(key, params),
-                   result.get_result_samples(key, params)]
-        combos = list(itertools.product(*params)) if params else [()]
-        columns = [c if c is not None else [None] * len(combos) for c in columns]
-        version = result.benchmark_version.get(key)
-        for combo, value, stats, samples in zip(combos, *columns):
-            label = f"({', '.join(combo)})" if combo else ""
-            yield SeriesKey(key, label, result.env_name), Measurement(value, stats, samples,
-                                                                      version)
-
-
-def load_measurements(results_dir, machine, commits=None):
-    """{commit hash: {SeriesKey: Measurement}} for ``machine`` (only ``commits`` if given)."""
-    from asv import results as asv_results
-
-    wanted = set(commits) if commits is not None else None
-    found = {}
-    for result in asv_results.iter_results_for_machine(results_dir, machine):
-        if wanted is not None and result.commit_hash not in wanted:
-            continue
-        found.setdefault(result.commit_hash, {}).update(_unrolled(result))
-    return found
-
-
-def missing(value):
-    """None (failed) or NaN (skipped)."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 # ---------------------------------------------------------------- step detection
@@ -254,16 +36,16 @@ def missing(value):
 
 @dataclass
 class Step:
-    key: SeriesKey
+    key: results.SeriesKey
     unit: str
-    before: Commit  # the last measured commit before the step
-    after: Commit  # the first measured commit after it
+    before: results.Commit  # the last measured commit before the step
+    after: results.Commit  # the first measured commit after it
     median_before: float
     median_after: float
     n_before: int  # commits in the window before the step
     n_after: int
     worse: bool
-    direction: Direction = field(repr=False, default=None)
+    direction: results.Direction = field(repr=False, default=None)
     position: int = 0  # index of ``after`` in its series
 
     # the step's smallest sure size: nearest value after over nearest value before, so one
@@ -277,18 +59,6 @@ class Step:
     @property
     def size(self):
         return abs(math.log(self.least_ratio))
-
-
-def asv_says_different(a, b):
-    """asv's own test (the one asv compare uses) on two adjacent measurements; True when it
-    cannot tell, because either has no statistics."""
-    try:
-        from asv import _stats
-    except ImportError:  # asv's statistics moved: the window rule alone decides
-        return True
-    if not (a.stats and b.stats) or 1 in (a.stats.get("repeat"), b.stats.get("repeat")):
-        return True
-    return _stats.is_different(a.samples, b.samples, a.stats, b.stats)
 
 
 STEP_RULE = (
@@ -308,7 +78,7 @@ STEP_RULE = (
 def series_steps(key, points, unit, window, factor, use_stats=True):
     """The steps of one series: ``points`` is [(Commit, Measurement)] oldest first, no missing
     values. ``use_stats=False`` leaves out rule (3), asv's test."""
-    way = direction(unit, key.benchmark)
+    way = results.direction(unit, key.benchmark)
     candidates = []
     for j in range(1, len(points)):
         left, right = points[j - 1][1], points[j][1]
@@ -323,7 +93,7 @@ def series_steps(key, points, unit, window, factor, use_stats=True):
         least = min(after) / max(before) if rising else max(after) / min(before)
         if factor >= least >= 1 / factor or (least > 1) != rising:
             continue  # within the factor, or the windows overlap
-        if use_stats and not asv_says_different(left, right):
+        if use_stats and not results.asv_says_different(left, right):
             continue
         candidates.append(Step(key, unit, points[j - 1][0], points[j][0], b, a, len(before),
                                len(after), worse=rising == way.higher_is_worse, direction=way,
@@ -338,10 +108,10 @@ def series_steps(key, points, unit, window, factor, use_stats=True):
 
 @dataclass
 class History:
-    commits: list  # [Commit] measured, oldest first
+    commits: list  # [results.Commit] measured, oldest first
     steps: list
-    series: dict  # SeriesKey -> [(Commit, Measurement)] with values
-    failed_newest: list  # SeriesKey failing at the newest measured commit
+    series: dict  # results.SeriesKey -> [(results.Commit, results.Measurement)] with values
+    failed_newest: list  # results.SeriesKey failing at the newest measured commit
     counts: dict  # 'failed', 'skipped', 'off_branch'
     units: dict
 
@@ -351,8 +121,8 @@ def history(results_dir, machine, repo, branch="main", window=2, factor=1.1, use
         raise ReportError("--window must be 1 or more")
     if factor < 1:
         raise ReportError("--factor must be 1 or more (1.1 means 10% either way)")
-    order = first_parent_commits(repo, branch)
-    measured = load_measurements(results_dir, machine)
+    order = results.first_parent_commits(repo, branch)
+    measured = results.load_measurements(results_dir, machine)
     if not measured:
         raise ReportError(f"no asv results for machine {machine!r} in {results_dir}")
     commits = [c for c in order if c.hash in measured]
@@ -360,27 +130,30 @@ def history(results_dir, machine, repo, branch="main", window=2, factor=1.1, use
         raise ReportError(f"none of the {len(measured)} commits with results in {results_dir} "
                           f"is on {branch!r} of {repo}; pass the repository they were measured "
                           "from (--repo) and its branch (--branch)")
-    units = load_units(results_dir)
+    units = results.load_units(results_dir)
+
+    def unit(key):
+        return results.unit_of(key.benchmark, units)
+
     counts = {"failed": 0, "skipped": 0,
               "off_branch": len(set(measured) - {c.hash for c in commits})}
     series = {}
     for commit in commits:
         for key, m in measured[commit.hash].items():
-            if skipped(key.benchmark, unit_of(key.benchmark, units)):
+            if results.skipped(key.benchmark, unit(key)):
                 continue
             if m.value is None:
                 counts["failed"] += 1
-            elif missing(m.value):
+            elif results.missing(m.value):
                 counts["skipped"] += 1
             else:
                 series.setdefault(key, []).append((commit, m))
     newest = measured[commits[-1].hash]
     failed_newest = sorted((k for k, m in newest.items()
-                            if m.value is None and not skipped(k.benchmark, unit_of(
-                                k.benchmark, units))), key=_sort_key)
+                            if m.value is None and not results.skipped(k.benchmark, unit(k))),
+                           key=_sort_key)
     steps = [s for key, points in series.items()
-             for s in series_steps(key, points, unit_of(key.benchmark, units), window, factor,
-                                   use_stats)]
+             for s in series_steps(key, points, unit(key), window, factor, use_stats)]
     return History(commits, steps, series, failed_newest, counts, units)
 
 
@@ -389,10 +162,6 @@ def history(results_dir, machine, repo, branch="main", window=2, factor=1.1, use
 
 def _sort_key(key):
     return (key.benchmark, key.params, key.env)
-
-
-def _cell(text):
-    return str(text).replace("|", "\\|")
 
 
 def _known(upstream):
@@ -419,9 +188,10 @@ def _steps_table(steps, window, show_env):
         name = s.key.workload + (f" [{s.key.env}]" if show_env else "")
         word = s.direction.worse if s.worse else s.direction.better
         rows.append(
-            f"| {i} | `{_cell(name)}` | {_cell(s.key.params) or '—'} | `{s.key.phase}` | "
-            f"{_cell(s.before.label)} → {_cell(s.after.label)}{dagger} | "
-            f"{human(s.median_before, s.unit)} | {human(s.median_after, s.unit)} | "
+            f"| {i} | `{markdown.cell(name)}` | {markdown.cell(s.key.params) or '—'} | "
+            f"`{s.key.phase}` | "
+            f"{markdown.cell(s.before.label)} → {markdown.cell(s.after.label)}{dagger} | "
+            f"{results.human(s.median_before, s.unit)} | {results.human(s.median_after, s.unit)} | "
             f"{s.ratio:.2f} | ≥{max(s.least_ratio, 1 / s.least_ratio):.2f}× {word} | "
             f"{_upstream_cell(s)} |")
     return rows
@@ -439,7 +209,8 @@ def _phase_summary(report):
         if not steps:
             return "—"
         s = max(steps, key=lambda s: s.size)
-        return (f"{s.least_ratio:.2f} `{_cell(s.key.workload)}{_cell(s.key.params)}` "
+        where = markdown.cell(s.key.workload + s.key.params)
+        return (f"{s.least_ratio:.2f} `{where}` "
                 f"({s.after.label})")
 
     moved = sorted(phases.items(), key=lambda kv: -max(
@@ -497,7 +268,7 @@ def history_markdown(report, *, results_dir, machine, repo, branch, top, window,
     lines += _phase_summary(report)
     lines += ["", f"## Failing at the newest measured commit ({last.label})", ""]
     if report.failed_newest:
-        lines += [f"* `{_cell(k.benchmark)}{_cell(k.params)}`"
+        lines += [f"* `{markdown.cell(k.benchmark)}{markdown.cell(k.params)}`"
                   + (f" [{k.env}]" if show_env else "") for k in report.failed_newest]
     else:
         lines.append("None.")
@@ -509,16 +280,16 @@ def history_markdown(report, *, results_dir, machine, repo, branch, top, window,
 
 @dataclass
 class Change:
-    key: SeriesKey
+    key: results.SeriesKey
     unit: str
     before: object
     after: object
     mark: str  # asv's marks: '+' worse, '-' better, '!' broke, '*' fixed, 'x' not comparable,
-    # ' ' unchanged or skipped
+    # ' ' unchanged or results.skipped
 
     @property
     def ratio(self):
-        if missing(self.before) or missing(self.after) or self.before == 0:
+        if results.missing(self.before) or results.missing(self.after) or self.before == 0:
             return None
         return self.after / self.before
 
@@ -528,8 +299,8 @@ def compare(results_dir, machine, base, head, factor=1.1, use_stats=True, units=
     classified as asv compare and asv continuous do."""
     from asv.commands.compare import _is_result_better
 
-    units = units if units is not None else load_units(results_dir)
-    found = load_measurements(results_dir, machine, [base, head])
+    units = units if units is not None else results.load_units(results_dir)
+    found = results.load_measurements(results_dir, machine, [base, head])
     for name, commit in (("BASE", base), ("HEAD", head)):
         if commit not in found:
             raise ReportError(f"no results for {name} {commit[:12]} on machine {machine!r} in "
@@ -538,10 +309,11 @@ def compare(results_dir, machine, base, head, factor=1.1, use_stats=True, units=
     one, two = found[base], found[head]
     changes = []
     for key in sorted(set(one) | set(two), key=_sort_key):
-        unit = unit_of(key.benchmark, units)
-        if skipped(key.benchmark, unit):
+        unit = results.unit_of(key.benchmark, units)
+        if results.skipped(key.benchmark, unit):
             continue
-        a, b = one.get(key, Measurement(math.nan)), two.get(key, Measurement(math.nan))
+        absent = results.Measurement(math.nan)
+        a, b = one.get(key, absent), two.get(key, absent)
         ss_a, ss_b = (a.stats, a.samples), (b.stats, b.samples)
         if a.version is not None and b.version is not None and a.version != b.version:
             mark = "x"
@@ -549,7 +321,7 @@ def compare(results_dir, machine, base, head, factor=1.1, use_stats=True, units=
             mark = "!"
         elif a.value is None and b.value is not None:
             mark = "*"
-        elif missing(a.value) or missing(b.value):
+        elif results.missing(a.value) or results.missing(b.value):
             mark = " "
         elif _is_result_better(b.value, a.value, ss_b, ss_a, factor, use_stats=use_stats):
             mark = "-"
@@ -557,7 +329,7 @@ def compare(results_dir, machine, base, head, factor=1.1, use_stats=True, units=
             mark = "+"
         else:
             mark = " "
-        way = direction(unit, key.benchmark)
+        way = results.direction(unit, key.benchmark)
         if not way.higher_is_worse and mark in "+-":
             mark = "+" if mark == "-" else "-"  # a higher rate is better
         changes.append(Change(key, unit, a.value, b.value, mark))
@@ -595,17 +367,18 @@ def compare_markdown(changes, *, base_name, head_name, base, head, machine, fact
     if shown:
         lines += ["| change | benchmark | before | after | ratio |", "|---|---|---|---|---|"]
         for c in shown:
-            way = direction(c.unit, c.key.benchmark)
+            way = results.direction(c.unit, c.key.benchmark)
             word = {"+": way.worse, "-": way.better, "!": "failed", "*": "fixed"}[c.mark]
             name = c.key.benchmark + c.key.params + (f" [{c.key.env}]" if show_env else "")
             ratio = f"{c.ratio:.2f}" if c.ratio is not None else "n/a"
-            lines.append(f"| {word} | `{_cell(name)}` | {human(c.before, c.unit)} | "
-                         f"{human(c.after, c.unit)} | {ratio} |")
+            lines.append(f"| {word} | `{markdown.cell(name)}` | "
+                         f"{results.human(c.before, c.unit)} | "
+                         f"{results.human(c.after, c.unit)} | {ratio} |")
     else:
         lines.append("No benchmark changed beyond the factor.")
     lines.append("")
     if failed:
-        names = ", ".join(f"`{_cell(c.key.benchmark + c.key.params)}`" for c in failed)
+        names = ", ".join(f"`{markdown.cell(c.key.benchmark + c.key.params)}`" for c in failed)
         lines.append(f"**Failed at HEAD ({len(failed)}):** {names}")
     else:
         lines.append("**Failed at HEAD:** none.")
@@ -621,23 +394,13 @@ def _change_size(change):
 # ---------------------------------------------------------------- command line
 
 
-def _write(text, output):
-    if output:
-        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-        with open(output, "w") as f:
-            f.write(text)
-        print(f"jaxbench report: wrote {output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-
-
 def history_main(argv):
     parser = argparse.ArgumentParser(prog="python -m jaxbench_helpers report",
                                      description="The largest persistent steps between "
                                      "consecutive measured releases, as Markdown.")
-    parser.add_argument("--results-dir", default=DEFAULT_RESULTS)
+    parser.add_argument("--results-dir", default=paths.RESULTS)
     parser.add_argument("--machine", help="machine under --results-dir (default: the only one)")
-    parser.add_argument("--repo", default=DEFAULT_REPO,
+    parser.add_argument("--repo", default=paths.HISTORY_REPO,
                         help="the git repository of the measured commits (default: the "
                         "release-history repository the main job builds)")
     parser.add_argument("--branch", default="main")
@@ -650,10 +413,10 @@ def history_main(argv):
                         help="leave out asv's statistical test (rule 3): medians only")
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
     args = parser.parse_args(argv)
-    machine = pick_machine(args.results_dir, args.machine)
+    machine = results.pick_machine(args.results_dir, args.machine)
     report = history(args.results_dir, machine, args.repo, args.branch, args.window,
                      args.factor, args.use_stats)
-    _write(history_markdown(report, results_dir=args.results_dir, machine=machine,
+    markdown.write(history_markdown(report, results_dir=args.results_dir, machine=machine,
                             repo=args.repo, branch=args.branch, top=args.top,
                             window=args.window, factor=args.factor,
                             use_stats=args.use_stats), args.output)
@@ -680,22 +443,20 @@ def compare_main(argv):
     args = parser.parse_args(argv)
     results_dir, repo = args.results_dir, args.repo
     if args.config:
-        from asv.config import Config
-
-        conf = Config.load(args.config)
-        results_dir, repo = results_dir or conf.results_dir, repo or conf.repo
+        conf = asvconfig.load(args.config)
+        results_dir, repo = results_dir or conf["results_dir"], repo or conf["repo"]
     if not results_dir:
         raise ReportError("pass --config (the asv config) or --results-dir")
-    machine = pick_machine(results_dir, args.machine)
+    machine = results.pick_machine(results_dir, args.machine)
     hashes = []
     for name in (args.base, args.head):
         if repo and os.path.isdir(repo):
-            hashes.append(resolve(repo, name))
+            hashes.append(results.resolve(repo, name))
         else:  # a remote repository: match a hash prefix against the saved results
             from asv.results import get_result_hash_from_prefix
 
             short = get_result_hash_from_prefix(results_dir, machine, name)
-            full = next((c for c in load_measurements(results_dir, machine)
+            full = next((c for c in results.load_measurements(results_dir, machine)
                          if short and c.startswith(short)), None)
             if not full:
                 raise ReportError(f"{name!r} matches no results in {results_dir}; pass a hash, "
@@ -703,9 +464,9 @@ def compare_main(argv):
             hashes.append(full)
     changes = compare(results_dir, machine, *hashes, factor=args.factor,
                       use_stats=args.use_stats)
-    _write(compare_markdown(changes, base_name=args.base, head_name=args.head, base=hashes[0],
-                            head=hashes[1], machine=machine, factor=args.factor,
-                            use_stats=args.use_stats), args.output)
+    markdown.write(compare_markdown(changes, base_name=args.base, head_name=args.head,
+                                    base=hashes[0], head=hashes[1], machine=machine,
+                                    factor=args.factor, use_stats=args.use_stats), args.output)
     return compare_exit_code(changes)
 
 
@@ -716,7 +477,7 @@ def main(argv=None):
     comparing = bool(argv) and argv[0] == "compare"
     try:
         return compare_main(argv[1:]) if comparing else history_main(argv)
-    except (ReportError, UserError) as err:
+    except (ReportError, asvconfig.ConfigError, UserError) as err:
         print(f"jaxbench report: {err}", file=sys.stderr)
         # compare's 1 and 2 mean slower and failed: an input error must not look like either
         return 3 if comparing else 1
@@ -724,3 +485,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
     sys.exit(main())
+

@@ -7,40 +7,20 @@ any folder: ``asv --config THAT_FILE run ...``.
 """
 
 import argparse
-import json
 import os
-import re
-import subprocess
 import sys
 
-from . import platform as jb_platform
-from . import profiles, publish
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = os.path.join(ROOT, "asv.conf.json")
-
-
-class ConfigError(ValueError):
-    pass
-
-
-def load_committed():
-    """asv.conf.json as a dict (it has // comments, which asv's json5 parser allows)."""
-    with open(CONFIG) as f:
-        text = f.read()
-    # drop // comments that start a line; no value in the file contains "//" at line start
-    text = re.sub(r"^\s*//.*$", "", text, flags=re.M)
-    return json.loads(text)
-
-
-def _absolute(path):
-    return path if os.path.isabs(path) else os.path.join(ROOT, path)
+from ..common import asvconfig, git, paths
+from ..common.asvconfig import ConfigError
+from ..runtime import platform as jb_platform
+from ..runtime import profiles
+from . import publish
 
 
 def derive(repo, *, results_dir=None, html_dir=None, env_dir=None, profile=None,
            platforms=None, branches=None, show_commit_url=None):
     """The committed config with ``repo`` and any given folders or matrix values replaced."""
-    conf = load_committed()
+    conf = asvconfig.read(paths.CONFIG)
     if not os.path.isdir(os.path.join(repo, ".git")) and not os.path.isdir(
             os.path.join(repo, "objects")):
         raise ConfigError(f"{repo} is not a git repository; pass a JAX clone or the "
@@ -48,10 +28,10 @@ def derive(repo, *, results_dir=None, html_dir=None, env_dir=None, profile=None,
     conf["repo"] = os.path.abspath(repo)
     for key, value in (("results_dir", results_dir), ("html_dir", html_dir),
                        ("env_dir", env_dir)):
-        conf[key] = os.path.abspath(value) if value else _absolute(conf[key])
-    conf["benchmark_dir"] = _absolute(conf["benchmark_dir"])
-    for key in ("build_command", "install_command", "uninstall_command"):
-        conf[key] = [cmd.replace("{conf_dir}", ROOT) for cmd in conf[key]]
+        conf[key] = os.path.abspath(value) if value else paths.absolute(conf[key])
+    conf["benchmark_dir"] = paths.absolute(conf["benchmark_dir"])
+    for key in asvconfig.COMMAND_KEYS:
+        conf[key] = [cmd.replace("{conf_dir}", paths.ROOT) for cmd in conf[key]]
     env = conf["matrix"]["env_nobuild"]
     checks = [("profile", profile, profiles.PROFILES)]
     checks += [("platform", p, jb_platform.NAMES) for p in platforms or ()]
@@ -76,19 +56,10 @@ def derive(repo, *, results_dir=None, html_dir=None, env_dir=None, profile=None,
 def is_release_history(repo, branch="main"):
     """Whether ``repo`` is a release-history repository: its first commit on ``branch`` records
     the upstream commit it was rebuilt from."""
-    def git(*args):
-        return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True)
-
-    roots = git("rev-list", "--max-parents=0", f"refs/heads/{branch}").stdout.split()
+    roots = git.run(repo, "rev-list", "--max-parents=0", f"refs/heads/{branch}",
+                    check=False).stdout.split()
     return bool(roots) and publish.upstream_commit(
-        git("log", "-1", "--format=%B", roots[0]).stdout) is not None
-
-
-def write(conf, path):
-    with open(path, "w") as f:
-        json.dump(conf, f, indent=4)
-        f.write("\n")
-    return path
+        git.run(repo, "log", "-1", "--format=%B", roots[0], check=False).stdout) is not None
 
 
 def main(argv=None):
@@ -111,7 +82,7 @@ def main(argv=None):
     except ConfigError as err:
         print(f"jaxbench config: {err}", file=sys.stderr)
         return 1
-    print(write(conf, args.output))
+    print(asvconfig.write(conf, args.output))
     return 0
 
 

@@ -3,7 +3,7 @@
     python -m jaxbench_helpers sensitivity [--release 0.10.2] [--phase PHASE ...]
         [--fractions 0.5,0.2,0.1] [--factor 1.05] [-b REGEX ...] [--profile regular]
         [--rounds N] [--machine NAME] [--work-dir DIR] [--no-stats] [--keep-going]
-        [-o report.md]
+        [-o results.md]
 
 First a control: a commit that only adds a comment, measured the same way, shows what the
 procedure flags from noise alone. Then, for each phase (dispatch, trace, lower, compile, run,
@@ -33,7 +33,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from . import asvconf, calibrate, history, plants, profiles, report
+from ..analysis import results
+from ..common import asvconfig
+from ..common import markdown as md
+from ..common.machine import ensure_described, machine_name
+from ..host import asvconf, history
+from ..runtime import profiles
+from . import calibrate, plants
 
 DEFAULT_RELEASE = "0.10.2"
 DEFAULT_FRACTIONS = (0.5, 0.2, 0.1)
@@ -124,7 +130,7 @@ def judge(phase, base, planted, factor, use_stats=True):
             continue
         a, b = base[key], planted[key]
         name = key.benchmark + key.params
-        if report.missing(a.value) or report.missing(b.value):
+        if results.missing(a.value) or results.missing(b.value):
             if (a.value is None) != (b.value is None):  # failed at one commit only
                 trial.failed.append(name)
             continue
@@ -176,7 +182,7 @@ def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env
                           profile=profile)
     os.makedirs(folder, exist_ok=True)
     conf_path = os.path.join(folder, "asv.conf.json")
-    asvconf.write(conf, conf_path)
+    asvconfig.write(conf, conf_path)
     hashes = os.path.join(folder, "commits.txt")
     with open(hashes, "w") as f:
         f.write(f"{release_hash}\n{commit}\n")
@@ -184,7 +190,7 @@ def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env
                       same_python=False, env=dict(os.environ), range_spec=True,
                       extra=["--interleave-rounds",
                              *(["-a", f"rounds={rounds}"] if rounds else [])])
-    found = report.load_measurements(conf["results_dir"], machine, [release_hash, commit])
+    found = results.load_measurements(conf["results_dir"], machine, [release_hash, commit])
     for needed in (release_hash, commit):
         if needed not in found:
             raise SensitivityError(f"asv recorded nothing for {needed[:8]} in "
@@ -359,23 +365,23 @@ def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else list(argv))
     phases = args.phase or [plants.CONTROL, *plants.PHASES]
     bench = args.bench or DEFAULT_BENCH
-    machine = report.machine_name(args.machine)
+    machine = machine_name(args.machine)
     work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-sense-"))
     def write(trials):  # after every trial, so an interrupted sweep leaves its report
-        report._write(markdown(trials, release=args.release, phases=phases,
+        md.write(markdown(trials, release=args.release, phases=phases,
                                fractions=args.fractions, factor=args.factor,
                                profile=args.profile, machine=machine, bench=bench,
                                use_stats=not args.no_stats, rounds=args.rounds), args.output)
 
     try:
-        calibrate.ensure_machine(machine)
+        ensure_described(machine)
         trials = sweep(release=args.release, phases=phases, fractions=args.fractions,
                        factor=args.factor, bench=bench, profile=args.profile,
                        machine=machine, work_dir=work_dir, env_dir=args.env_dir,
                        rounds=args.rounds, keep_going=args.keep_going, use_stats=not args.no_stats,
                        log=lambda m: print(m, file=sys.stderr, flush=True),
                        on_trial=write if args.output else None)
-    except (SensitivityError, plants.PlantError, history.HistoryError, asvconf.ConfigError,
+    except (SensitivityError, plants.PlantError, history.HistoryError, asvconfig.ConfigError,
             calibrate.CalibrationError, UserError) as err:
         print(f"jaxbench sensitivity: {err}", file=sys.stderr)
         return 2

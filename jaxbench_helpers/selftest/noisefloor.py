@@ -29,7 +29,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import cpu_threads, report
+from ..analysis import results
+from ..common import markdown as md
+from ..common.machine import machine_name
+from ..runtime import cpu_threads
 
 LOOPS = ("run", "dispatch", "numpy")
 COMPUTE_LOOPS = ("run", "numpy")
@@ -103,7 +106,7 @@ def measure_process(side, samples, cpu_setting):
     env = dict(os.environ, **{cpu_threads.CPU_THREADS_ENV: cpu_setting})
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    proc = subprocess.run([sys.executable, "-m", "jaxbench_helpers.noisefloor", "--child",
+    proc = subprocess.run([sys.executable, "-m", "jaxbench_helpers.selftest.noisefloor", "--child",
                            str(side), str(samples)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise NoiseFloorError(f"a measuring process exited {proc.returncode}:\n"
@@ -191,7 +194,7 @@ def markdown(floors, *, twin, side, samples, cpu_setting, cpus, steal, counters,
              "between processes (largest/smallest - 1) | CPU time / wall time |",
              "| --- | --- | --- | --- | --- |"]
     for f in floors:
-        medians = ", ".join(report.human(m, "seconds") for m in f.medians)
+        medians = ", ".join(results.human(m, "seconds") for m in f.medians)
         lines.append(f"| {f.name} | {medians} | {f.within:.1%} | {f.between:.1%} | "
                      f"{f.cpu_over_wall:.2f} |")
     worst_within = max(f.within for f in floors)
@@ -270,7 +273,7 @@ def main(argv=None):
     if argv[:1] == ["--child"]:
         return _child(argv[1:])
     args = parse(argv)
-    machine = report.machine_name(args.machine)
+    machine = machine_name(args.machine)
     before = steal_ticks()
     try:
         processes = []
@@ -285,7 +288,7 @@ def main(argv=None):
     steal = None
     if before and after and after[1] > before[1]:
         steal = (after[0] - before[0]) / (after[1] - before[1])
-    report._write(markdown(summarise(processes), twin=twin_disagreement(processes),
+    md.write(markdown(summarise(processes), twin=twin_disagreement(processes),
                            side=args.side, samples=args.samples,
                            cpu_setting=args.cpu_threads, cpus=processes[0]["cpus"],
                            steal=steal, counters=hardware_counters(), machine=machine),

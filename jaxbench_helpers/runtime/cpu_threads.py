@@ -31,14 +31,11 @@ class CpuThreadsError(ValueError):
     pass
 
 
-def selected():
-    """The JAXBENCH_CPU_THREADS value, validated; without it, the profile's on CPU and 'all' on
-    an accelerator, whose host threads feed the device."""
-    from . import platform, profiles
-
-    value = os.environ.get(CPU_THREADS_ENV, "").strip().lower()
-    if not value:
-        value = profiles.current().cpu_threads if platform.selected() == "cpu" else "all"
+def selected(default="all"):
+    """The JAXBENCH_CPU_THREADS value, validated; ``default`` without it (``platform`` passes
+    the profile's setting on CPU, 'all' on an accelerator, whose host threads feed the
+    device)."""
+    value = os.environ.get(CPU_THREADS_ENV, "").strip().lower() or default
     if value not in CHOICES:
         raise CpuThreadsError(
             f"{CPU_THREADS_ENV}={value!r} is not a choice; use 'all' (the machine's default "
@@ -52,18 +49,20 @@ def _backend_started():
     return bool(bridge and bridge.backends_are_initialized())
 
 
-def apply():
-    """Pin this process as JAXBENCH_CPU_THREADS says (again: a no-op). Returns the CPUs it may
-    run on. Must first run before jax starts a backend, which sizes XLA's pools once.
+def apply(default="all"):
+    """Pin this process as JAXBENCH_CPU_THREADS (else ``default``) says (again: a no-op).
+    Returns the CPUs it may run on. Must first run before jax starts a backend, which sizes
+    XLA's pools once.
     """
-    if selected() == "1":
+    if selected(default) == "1":
         cpus = os.sched_getaffinity(0)
         if len(cpus) > 1:
             if _backend_started():
                 raise CpuThreadsError(
                     f"{CPU_THREADS_ENV}=1 came too late: jax has started its backend with "
-                    f"threads for {len(cpus)} CPUs; call jaxbench_helpers.platform.configure() "
-                    "before the first jax operation")
+                    f"threads for {len(cpus)} CPUs; call "
+                    "jaxbench_helpers.runtime.platform.configure() before the first jax "
+                    "operation")
             os.sched_setaffinity(0, {max(cpus)})
             _limit_loaded_blas()
         for name in BLAS_THREAD_VARS:  # for libraries loaded later and for child processes
