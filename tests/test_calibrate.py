@@ -17,6 +17,7 @@ import pytest
 from asv_tools import config
 
 from jaxbench_helpers.analysis import results
+from jaxbench_helpers.common import quiet
 from jaxbench_helpers.selftest import calibrate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +50,7 @@ def calibrated(tmp_path_factory):
     shutil.copy(os.path.join(ROOT, "asv.conf.json"), edited)
     rc = calibrate.main(["--config", conf, "--commit", hashes[0], "--python", "same",
                          "--machine", MACHINE, *SUBSET, "--work-dir", str(tmp / "work"),
+                         "--allow-busy",
                          "-o", str(tmp / "report.md"), "--write-config", edited])
     assert rc == 0
     folders = [str(tmp / "work" / f"run-{i}" / "results") for i in (1, 2)]
@@ -94,6 +96,13 @@ def test_each_run_lands_in_its_own_scratch_results(calibrated):
         assert os.path.exists(os.path.join(folder, "benchmarks.json"))
     # the derived config's own results folder was never written
     assert not os.path.exists(tmp / "results")
+
+
+def test_the_report_says_how_busy_the_machine_was(calibrated):
+    tmp, _, _, _, text, _ = calibrated
+    (record,) = quiet.read_records(str(tmp / "work" / calibrate.LOAD_RECORD))
+    assert record.command == "calibrate" and record.seconds > 0
+    assert f"The machine while it ran: {record.summary()}." in text
 
 
 def test_medians_and_spreads_are_asvs_own_columns(calibrated):
@@ -397,7 +406,8 @@ def test_a_missing_config_or_a_scratch_folder_in_results_is_refused(tmp_path, ca
     _two_commit_repo(repo)
     conf = config(tmp_path, repo, profile="quick")
     rc = calibrate.main(["--config", conf, "--python", "same", "--machine", MACHINE,
-                         "--work-dir", str(tmp_path / "results" / "calib"), *SUBSET])
+                         "--work-dir", str(tmp_path / "results" / "calib"), *SUBSET,
+                         "--allow-busy"])
     assert rc == 1
     assert re.search(r"--work-dir .* inside the config's results folder",
                      capsys.readouterr().err)

@@ -11,7 +11,8 @@ from jaxbench_helpers.selftest import noisefloor
 def test_command_times_every_loop_in_pinned_fresh_processes(tmp_path, capsys):
     out = tmp_path / "floor.md"
     code = noisefloor.main(["--processes", "2", "--samples", "5", "--side", "64",
-                            "--cpu-threads", "1", "--machine", "test-box", "-o", str(out)])
+                            "--cpu-threads", "1", "--machine", "test-box", "-o", str(out),
+                            "--allow-busy"])
     assert code == 0
     text = out.read_text()
     assert text.startswith("# Noise floor of `test-box`")
@@ -26,6 +27,7 @@ def test_command_times_every_loop_in_pinned_fresh_processes(tmp_path, capsys):
     assert "Hardware counters: " in text
     assert re.search(r"the run loop's two medians agree within \d+\.\d%", text)
     assert "process 2/2" in capsys.readouterr().err
+    assert re.search(r"The machine while it ran: (quiet|UNDER LOAD): other processes used", text)
 
 
 def test_a_failing_process_is_a_clear_error():

@@ -34,7 +34,7 @@ import tempfile
 from dataclasses import dataclass
 
 from ..analysis import results
-from ..common import asvconfig, paths
+from ..common import asvconfig, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import asvconf
@@ -46,6 +46,8 @@ ASV_DEFAULT_THRESHOLD = 0.05
 QUIET_SPREAD = 0.03
 THRESHOLD_STEP = 0.05
 KEY = "regressions_thresholds"
+# beside the runs in the work folder: how busy the machine was while they ran
+LOAD_RECORD = "quiet.jsonl"
 
 
 class CalibrationError(ValueError):
@@ -323,8 +325,7 @@ def load_run(results_dir, machine):
 def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_python,
             env_dir=None, echo=True):
     """Run asv ``runs`` times, one run at a time, each with its own config copy and results
-    folder under ``work_dir``. Returns ([results folder], [1-minute load average before each
-    run and after the last])."""
+    folder under ``work_dir``. Returns [results folder]."""
     own_results = os.path.realpath(conf["results_dir"])
     if os.path.realpath(work_dir).startswith(own_results + os.sep) or (
             os.path.realpath(work_dir) == own_results):
@@ -343,7 +344,7 @@ def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_pytho
             value = _matrix_first(conf, name)
             if value:
                 env[name] = value
-    folders, loads = [], [os.getloadavg()[0]]
+    folders = []
     for i in range(1, runs + 1):
         folder = os.path.join(work_dir, f"run-{i}")
         if os.path.exists(folder):
@@ -359,8 +360,11 @@ def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_pytho
         run_asv(conf_path, commit, machine=machine, bench=bench, same_python=same_python,
                 env=env, echo=echo)
         folders.append(results)
-        loads.append(os.getloadavg()[0])
-    return folders, loads
+    return folders
+
+
+def _say(text):
+    print(text, file=sys.stderr, flush=True)  # standard output may carry the report
 
 
 def earlier_runs(work_dir):
@@ -427,13 +431,13 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
     share = (f"{len(quiet)} of {len(timed)} timed cases ({100 * len(quiet) / len(timed):.0f}%)"
              if timed else "no timed case")
     benchmarks = len({c.key.benchmark for c in complete})
-    load_text = ", ".join(f"{a:.1f}" for a in loads) if loads else "unknown"
+    load_text = "; ".join(r.summary() for r in loads) if loads else "not recorded"
     lines = [
         f"# Noise calibration: {commit_name} measured {runs} times",
         "",
         f"Machine `{machine}`, commit `{commit[:8]}`, profile `{profile or 'as configured'}`; "
-        f"each run a separate `asv run` of the same commit. Load average (1 min) before each "
-        f"run and after the last: {load_text}.",
+        f"each run a separate `asv run` of the same commit. The machine while it ran: "
+        f"{load_text}.",
         "",
         f"* Benchmark × parameter cases with a value in every run: **{len(complete)}**, of "
         f"{benchmarks} benchmarks ({len(failed)} failed, {len(skipped)} skipped in some run; "
@@ -551,6 +555,7 @@ def parse(argv):
                         "its --work-dir (to try another --factor or --margin, or to write "
                         "the config afterwards)")
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
+    quiet.add_arguments(parser)
     parser.add_argument("--write-config", metavar="PATH",
                         help="write the proposed regressions_thresholds into this asv config")
     args = parser.parse_args(argv)
@@ -577,15 +582,19 @@ def main(argv=None):
         commit_name = args.commit or conf.get("branches", ["main"])[0]
         machine = machine_name(args.machine)
         if args.from_runs:
-            folders, loads = earlier_runs(args.from_runs), []
+            work_dir = args.from_runs
+            folders = earlier_runs(work_dir)
         else:
             work_dir = os.path.abspath(args.work_dir
                                        or tempfile.mkdtemp(prefix="jaxbench-calib-"))
             ensure_described(machine)
-            folders, loads = measure(conf, commit=commit_name, runs=args.runs,
-                                     machine=machine, bench=args.bench, profile=args.profile,
-                                     work_dir=work_dir, same_python=args.python == "same",
-                                     env_dir=args.env_dir)
+            with quiet.timing_session("calibrate", allow_busy=args.allow_busy,
+                                      record_path=os.path.join(work_dir, LOAD_RECORD),
+                                      say=_say):
+                folders = measure(conf, commit=commit_name, runs=args.runs, machine=machine,
+                                  bench=args.bench, profile=args.profile, work_dir=work_dir,
+                                  same_python=args.python == "same", env_dir=args.env_dir)
+        loads = quiet.read_records(os.path.join(work_dir, LOAD_RECORD))
         loaded = [load_run(f, machine) for f in folders]
         commits = {c for c, _, _ in loaded}
         if len(commits) != 1:
@@ -608,6 +617,9 @@ def main(argv=None):
     except (CalibrationError, results.ResultsError, asvconfig.ConfigError, UserError) as err:
         print(f"jaxbench calibrate: {err}", file=sys.stderr)
         return 1
+    except quiet.BusyMachine as err:
+        print(f"jaxbench calibrate: {err}", file=sys.stderr)
+        return 4
     if args.output:
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
         with open(args.output, "w") as f:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from ..analysis import results
 from ..common import markdown as md
+from ..common import quiet
 from ..common.machine import machine_name
 from ..runtime import cpu_threads
 
@@ -182,14 +183,16 @@ def twin_disagreement(processes):
     return max(abs(a / b - 1) for a, b in zip(run, twin))
 
 
-def markdown(floors, *, twin, side, samples, cpu_setting, cpus, steal, counters, machine):
+def markdown(floors, *, twin, side, samples, cpu_setting, cpus, steal, counters, machine,
+             load=None):
     n = len(floors[0].processes)
     lines = [f"# Noise floor of `{machine}`", "",
              f"{n} fresh processes one after another, JAXBENCH_CPU_THREADS={cpu_setting} "
              f"(CPUs {cpus}), {samples} samples per loop each; no asv. `run`: a jitted "
              f"{side}x{side} float32 matmul waited for; `dispatch`: per call of "
              f"{DISPATCH_CALLS} jitted scalar calls then one wait; `numpy`: the same matmul "
-             "in NumPy (no JAX).", "",
+             "in NumPy (no JAX)." + (f" The machine while it ran: {load.summary()}." if load
+                                     else ""), "",
              "| loop | process medians | spread within a process (median IQR/median) | "
              "between processes (largest/smallest - 1) | CPU time / wall time |",
              "| --- | --- | --- | --- | --- |"]
@@ -258,6 +261,7 @@ def parse(argv):
     parser.add_argument("--machine", help="name in the report (default: JAXBENCH_MACHINE or "
                         "the host name)")
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
+    quiet.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.processes < 2:
         parser.error(f"--processes {args.processes}: at least 2, to compare processes")
@@ -276,14 +280,19 @@ def main(argv=None):
     machine = machine_name(args.machine)
     before = steal_ticks()
     try:
-        processes = []
-        for i in range(args.processes):
-            print(f"jaxbench noisefloor: process {i + 1}/{args.processes}", file=sys.stderr,
-                  flush=True)
-            processes.append(measure_process(args.side, args.samples, args.cpu_threads))
+        with quiet.timing_session("noisefloor", allow_busy=args.allow_busy,
+                                  say=lambda m: print(m, file=sys.stderr)) as monitor:
+            processes = []
+            for i in range(args.processes):
+                print(f"jaxbench noisefloor: process {i + 1}/{args.processes}",
+                      file=sys.stderr, flush=True)
+                processes.append(measure_process(args.side, args.samples, args.cpu_threads))
     except NoiseFloorError as err:
         print(f"jaxbench noisefloor: {err}", file=sys.stderr)
         return 2
+    except quiet.BusyMachine as err:
+        print(f"jaxbench noisefloor: {err}", file=sys.stderr)
+        return 4
     after = steal_ticks()
     steal = None
     if before and after and after[1] > before[1]:
@@ -291,7 +300,8 @@ def main(argv=None):
     md.write(markdown(summarise(processes), twin=twin_disagreement(processes),
                            side=args.side, samples=args.samples,
                            cpu_setting=args.cpu_threads, cpus=processes[0]["cpus"],
-                           steal=steal, counters=hardware_counters(), machine=machine),
+                           steal=steal, counters=hardware_counters(), machine=machine,
+                           load=monitor.record if monitor else None),
                   args.output)
     return 0
 

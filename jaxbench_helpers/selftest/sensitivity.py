@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..analysis import results
-from ..common import asvconfig
+from ..common import asvconfig, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import asvconf, history
@@ -245,7 +245,7 @@ def _changes(changes, limit=6):
 
 
 def markdown(trials, *, release, phases, fractions, factor, profile, machine, bench,
-             use_stats=True, rounds=None):
+             use_stats=True, rounds=None, load=None):
     judged = "with asv's statistics" if use_stats else "on medians alone (--no-stats)"
     rounds_note = (f", {rounds} rounds per commit (`-a rounds={rounds}`)" if rounds
                    else ", the profile's rounds")
@@ -253,7 +253,8 @@ def markdown(trials, *, release, phases, fractions, factor, profile, machine, be
              f"Machine `{machine}`, profile `{profile}`, asv compare factor {factor} {judged}"
              "; each trial one `asv run --interleave-rounds` of the release "
              f"and the planted commit{rounds_note}. Benchmarks: "
-             + (", ".join(f"`{b}`" for b in bench) if bench else "the whole suite") + ".",
+             + (", ".join(f"`{b}`" for b in bench) if bench else "the whole suite") + "."
+             + (f" The machine while it ran: {load.summary()}." if load else ""),
              "", "A plant makes the phase take the fraction longer (each planted function spins "
              "that fraction of its own duration after its outermost call). Detected: a "
              "benchmark that times the phase got slower. Unrelated: a benchmark that times "
@@ -347,6 +348,7 @@ def parse(argv):
     parser.add_argument("--keep-going", action="store_true",
                         help="try every fraction even after a phase missed a larger one")
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
+    quiet.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.factor <= 1:
         parser.error(f"--factor {args.factor}: must be above 1 (1.05 means 5%)")
@@ -367,25 +369,34 @@ def main(argv=None):
     bench = args.bench or DEFAULT_BENCH
     machine = machine_name(args.machine)
     work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-sense-"))
-    def write(trials):  # after every trial, so an interrupted sweep leaves its report
+    def write(trials, load=None):  # after every trial: an interrupted sweep leaves its report
         md.write(markdown(trials, release=args.release, phases=phases,
-                               fractions=args.fractions, factor=args.factor,
-                               profile=args.profile, machine=machine, bench=bench,
-                               use_stats=not args.no_stats, rounds=args.rounds), args.output)
+                          fractions=args.fractions, factor=args.factor,
+                          profile=args.profile, machine=machine, bench=bench,
+                          use_stats=not args.no_stats, rounds=args.rounds, load=load),
+                 args.output)
+
+    def say(text):
+        print(text, file=sys.stderr, flush=True)
 
     try:
         ensure_described(machine)
-        trials = sweep(release=args.release, phases=phases, fractions=args.fractions,
-                       factor=args.factor, bench=bench, profile=args.profile,
-                       machine=machine, work_dir=work_dir, env_dir=args.env_dir,
-                       rounds=args.rounds, keep_going=args.keep_going, use_stats=not args.no_stats,
-                       log=lambda m: print(m, file=sys.stderr, flush=True),
-                       on_trial=write if args.output else None)
+        with quiet.timing_session("sensitivity", allow_busy=args.allow_busy, say=say,
+                                  record_path=os.path.join(work_dir, "quiet.jsonl")) as monitor:
+            trials = sweep(release=args.release, phases=phases, fractions=args.fractions,
+                           factor=args.factor, bench=bench, profile=args.profile,
+                           machine=machine, work_dir=work_dir, env_dir=args.env_dir,
+                           rounds=args.rounds, keep_going=args.keep_going,
+                           use_stats=not args.no_stats, log=say,
+                           on_trial=write if args.output else None)
     except (SensitivityError, plants.PlantError, history.HistoryError, asvconfig.ConfigError,
             calibrate.CalibrationError, UserError) as err:
         print(f"jaxbench sensitivity: {err}", file=sys.stderr)
         return 2
-    write(trials)
+    except quiet.BusyMachine as err:
+        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
+        return 4
+    write(trials, monitor.record if monitor else None)
     print(f"jaxbench sensitivity: scratch results in {work_dir}", file=sys.stderr)
     clean = all(smallest_clean(trials, p) == min(args.fractions) for p in phases
                 if p != plants.CONTROL)

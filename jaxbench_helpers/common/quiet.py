@@ -1,0 +1,391 @@
+"""A quiet machine while anything is timed, and a record of how quiet it was.
+
+Every command that times (the main job, calibrate, sensitivity, noisefloor, ab, bisect) runs
+inside ``timing_session``:
+
+* one machine-wide lock (``flock`` on a file in /tmp), so two timing runs never overlap; a
+  second one waits for the first and says whom it waits for. Commands that a timing command
+  starts inherit its lock (an environment variable names the holder), so nesting never waits
+  on itself;
+* before it starts, a short look at the machine: if other processes use more than
+  ``BUSY_LIMIT`` of its CPU time, it refuses to start unless told to (``--allow-busy``),
+  naming the busiest processes;
+* while it runs, a sampler reads /proc once a second: the CPU time of every process that is
+  not this command or one of its descendants, and the hypervisor's steal time. The record
+  (busy share overall and the busy spells with their times) is written beside the results, so
+  a report can say which figures were taken under load.
+
+System checks in the spirit of ``pyperf system show`` (ASLR, frequency governor, isolated
+CPUs, swap, load average) are recorded with it: on a VM most cannot be changed, but a reader
+of the figures should know them.
+"""
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+LOCK_PATH_ENV = "JAXBENCH_LOCK_PATH"
+DEFAULT_LOCK_PATH = "/tmp/jaxbench-timing.lock"
+# set for the commands a lock holder starts: the holder's pid
+HELD_ENV = "JAXBENCH_TIMING_LOCK_HELD"
+# others may use this share of the machine's CPU time before a timing run refuses to start
+BUSY_LIMIT = 0.05
+# a one-second sample where others used more than this share counts as a busy spell
+SPELL_LIMIT = 0.05
+LOOK_SECONDS = 3.0
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class BusyMachine(RuntimeError):
+    pass
+
+
+# ---------------------------------------------------------------- /proc
+
+
+def _cpu_ticks():
+    """(busy ticks, steal ticks, CPUs) of the whole machine since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    values = [int(v) for v in fields[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (values + [0] * 8)[:8]
+    return user + nice + system + irq + softirq, steal, os.cpu_count() or 1
+
+
+def _processes():
+    """{pid: (ppid, ticks of itself and its reaped children, command name)}."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                text = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        rest = text[text.rindex(")") + 2:].split()
+        # fields after the name: state ppid ... utime(12) stime(13) cutime(14) cstime(15)
+        ppid = int(rest[1])
+        ticks = sum(int(v) for v in rest[11:15])
+        found[int(entry)] = (ppid, ticks, name)
+    return found
+
+
+def _tree(processes, root):
+    children = {}
+    for pid, (ppid, _, _) in processes.items():
+        children.setdefault(ppid, []).append(pid)
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo += children.get(pid, [])
+    return tree
+
+
+@dataclass
+class Reading:
+    """One look at the machine: cumulative ticks."""
+
+    at: float
+    busy: int
+    steal: int
+    ours: int
+    cpus: int
+    others_by_name: dict = field(default_factory=dict)
+
+    @classmethod
+    def now(cls, root):
+        busy, steal, cpus = _cpu_ticks()
+        processes = _processes()
+        tree = _tree(processes, root)
+        ours = sum(processes[p][1] for p in tree if p in processes)
+        by_name = {}
+        for pid, (_, ticks, name) in processes.items():
+            if pid not in tree:
+                by_name[f"{name}[{pid}]"] = ticks
+        return cls(time.time(), busy, steal, ours, cpus, by_name)
+
+
+def others_share(a, b):
+    """(share of the machine's CPU time other processes used between two readings, steal
+    share)."""
+    capacity = max((b.at - a.at) * TICKS * a.cpus, 1e-9)
+    others = max(0, (b.busy - a.busy) - (b.ours - a.ours))
+    return min(1.0, others / capacity), max(0, b.steal - a.steal) / capacity
+
+
+def busiest(a, b, top=3):
+    """The processes (not ours) that used the most CPU between two readings."""
+    used = {name: ticks - a.others_by_name.get(name, 0)
+            for name, ticks in b.others_by_name.items()}
+    seconds = max(b.at - a.at, 1e-9)
+    ranked = sorted(used.items(), key=lambda kv: -kv[1])[:top]
+    return [f"{name} {100 * ticks / TICKS / seconds:.0f}% of a CPU"
+            for name, ticks in ranked if ticks > 0]
+
+
+def look(seconds=LOOK_SECONDS, root=None):
+    """(others' share, steal share, busiest processes) over the next ``seconds``."""
+    root = root or os.getpid()
+    a = Reading.now(root)
+    time.sleep(seconds)
+    b = Reading.now(root)
+    share, steal = others_share(a, b)
+    return share, steal, busiest(a, b)
+
+
+# ---------------------------------------------------------------- system checks
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def system_checks():
+    """What pyperf's ``system show`` would say about this machine, as short notes."""
+    notes = []
+    aslr = _read("/proc/sys/kernel/randomize_va_space")
+    if aslr not in (None, "0"):
+        notes.append(f"ASLR is on (randomize_va_space={aslr}): memory layout differs between "
+                     "processes, one source of process-to-process spread")
+    governor = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    if governor is None:
+        notes.append("no CPU frequency control visible (a VM): the host sets the clock")
+    elif governor != "performance":
+        notes.append(f"CPU frequency governor is {governor!r}, not 'performance'")
+    if not _read("/sys/devices/system/cpu/isolated"):
+        notes.append("no isolated CPUs (isolcpus): the benchmarks share CPUs with the system")
+    swap = _read("/proc/swaps")
+    if swap and len(swap.splitlines()) > 1:
+        notes.append("swap is enabled")
+    load1 = os.getloadavg()[0]
+    if load1 > 0.5:
+        notes.append(f"load average {load1:.2f} at the start")
+    return notes
+
+
+# ---------------------------------------------------------------- the lock
+
+
+def lock_path():
+    return os.environ.get(LOCK_PATH_ENV) or DEFAULT_LOCK_PATH
+
+
+def _holder(path):
+    try:
+        with open(path) as f:
+            return json.loads(f.read() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+@contextlib.contextmanager
+def machine_lock(command, wait=True, poll=1.0, say=print):
+    """Hold the machine-wide timing lock for ``command``; inherited by child processes."""
+    if os.environ.get(HELD_ENV):
+        yield  # a timing command higher up holds it for us
+        return
+    path = lock_path()
+    handle = open(path, "a+")
+    try:
+        waited = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _holder(path)
+                text = (f"the timing lock {path} is held by pid {holder.get('pid', '?')} "
+                        f"({holder.get('command', 'unknown command')}, since "
+                        f"{holder.get('since', '?')})")
+                if not wait:
+                    raise BusyMachine(
+                        f"{text}; wait for it to finish, or run again later") from None
+                if not waited:
+                    say(f"jaxbench: waiting: {text}")
+                    waited = True
+                time.sleep(poll)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "command": command,
+                                 "since": _stamp(time.time())}))
+        handle.flush()
+        os.environ[HELD_ENV] = str(os.getpid())
+        try:
+            yield
+        finally:
+            os.environ.pop(HELD_ENV, None)
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        handle.close()
+
+
+# ---------------------------------------------------------------- the load record
+
+
+def _stamp(t):
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(
+        timespec="seconds")
+
+
+@dataclass
+class LoadRecord:
+    """How busy the rest of the machine was while a timing command ran."""
+
+    command: str
+    started: str
+    ended: str = ""
+    seconds: float = 0.0
+    others_share: float = 0.0  # of the machine's CPU time, over the whole run
+    steal_share: float = 0.0
+    busy_seconds: int = 0  # one-second samples with others above SPELL_LIMIT
+    # [start, end, peak share] of each busy spell, ISO times
+    spells: list = field(default_factory=list)
+    busiest: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
+    allowed_busy: bool = False
+
+    @property
+    def quiet(self):
+        return self.others_share <= BUSY_LIMIT and not self.busy_seconds
+
+    def summary(self):
+        state = "quiet" if self.quiet else "UNDER LOAD"
+        text = (f"{state}: other processes used {100 * self.others_share:.1f}% of the "
+                f"machine's CPU time over {self.seconds / 60:.1f} min, steal "
+                f"{100 * self.steal_share:.1f}%, {self.busy_seconds} s with others above "
+                f"{100 * SPELL_LIMIT:.0f}%")
+        if self.busiest:
+            text += f" (busiest: {', '.join(self.busiest)})"
+        return text
+
+    def to_json(self):
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+class LoadMonitor:
+    """Samples the others' share once a second in a thread while a timing command runs."""
+
+    def __init__(self, command, interval=1.0, root=None):
+        self.root = root or os.getpid()
+        self.interval = interval
+        self.record = LoadRecord(command, _stamp(time.time()))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._first = self._last = None
+        self._spell = None
+
+    def start(self):
+        self._first = self._last = Reading.now(self.root)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(self.interval):
+            now = Reading.now(self.root)
+            share, _ = others_share(self._last, now)
+            if share > SPELL_LIMIT:
+                self.record.busy_seconds += round(now.at - self._last.at)
+                if self._spell is None:
+                    self._spell = [_stamp(self._last.at), _stamp(now.at), share]
+                else:
+                    self._spell[1] = _stamp(now.at)
+                    self._spell[2] = max(self._spell[2], share)
+            elif self._spell is not None:
+                self.record.spells.append(self._spell)
+                self._spell = None
+            self._last = now
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        end = Reading.now(self.root)
+        if self._spell is not None:
+            self.record.spells.append(self._spell)
+        share, steal = others_share(self._first, end)
+        self.record.others_share = round(share, 4)
+        self.record.steal_share = round(steal, 4)
+        self.record.seconds = round(end.at - self._first.at, 1)
+        self.record.ended = _stamp(end.at)
+        self.record.spells = [[a, b, round(p, 3)] for a, b, p in self.record.spells]
+        self.record.busiest = busiest(self._first, end)
+        return self.record
+
+
+def write_record(record, path):
+    """Append ``record`` as one JSON line to ``path`` (a .jsonl file: asv reads only .json)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a") as f:
+        f.write(record.to_json() + "\n")
+
+
+def read_records(path):
+    try:
+        with open(path) as f:
+            return [LoadRecord(**json.loads(line)) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+@contextlib.contextmanager
+def timing_session(command, *, allow_busy=False, record_path=None, wait=True,
+                   look_seconds=LOOK_SECONDS, say=print):
+    """The lock, a look at the machine before, the sampler during, the record after.
+
+    Yields the ``LoadMonitor``; its ``record`` is complete once the block ends (and written to
+    ``record_path`` when given). Nested sessions (a timing command started by another) only
+    run their block: the outer session holds the lock and records the load.
+    """
+    if os.environ.get(HELD_ENV):
+        yield None
+        return
+    with machine_lock(command, wait=wait, say=say):
+        share, steal, top = look(look_seconds)
+        if share > BUSY_LIMIT and not allow_busy:
+            raise BusyMachine(
+                f"the machine is busy: other processes used {100 * share:.0f}% of its CPU "
+                f"time in the last {look_seconds:.0f} s ({', '.join(top) or 'short-lived'}); "
+                "timings now would measure that load. Stop them and run again, or pass "
+                "--allow-busy to time anyway (the load is recorded beside the results)")
+        monitor = LoadMonitor(command).start()
+        monitor.record.checks = system_checks()
+        monitor.record.allowed_busy = share > BUSY_LIMIT
+        try:
+            yield monitor
+        finally:
+            record = monitor.stop()
+            if record_path:
+                write_record(record, record_path)
+            say(f"jaxbench: machine during '{command}': {record.summary()}")
+
+
+def add_arguments(parser):
+    """The options every timing command takes."""
+    parser.add_argument("--allow-busy", action="store_true",
+                        help="time even when other processes load the machine (the load is "
+                        "recorded beside the results)")
+
+
+def main_guard(run):
+    """Run ``run()`` and turn a refusal into exit code 4 with the reason on standard error."""
+    try:
+        return run()
+    except BusyMachine as err:
+        print(f"jaxbench: {err}", file=sys.stderr)
+        return 4
