@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from jaxbench_helpers.common import paths
-from jaxbench_helpers.host import history, mainjob
+from jaxbench_helpers.host import history
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def test_main_job_benchmarks_the_newest_release_and_publishes(tmp_path):
         cwd=paths.ROOT, capture_output=True, text=True, timeout=3600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    newest_version, newest = history.release_commits(mainjob.HISTORY_REPO)[-1]
+    newest_version, newest = history.release_commits(paths.HISTORY_REPO)[-1]
     assert f"jaxbench: releases {newest_version}" in out
     assert "main job finished in" in out
     files = [f for f in os.listdir(results / "ci-main") if f != "machine.json"]
