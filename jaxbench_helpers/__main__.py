@@ -7,6 +7,7 @@
     publish   asv publish, plus the dashboard's commit pages that lead to upstream JAX
     install   the asv install step (pairs a jax checkout with a jaxlib)
     report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
+    ab        interleaved A/B comparison of two commits: verdicts a noisy machine cannot fake
     calibrate measure one commit several times: noise, asv compare's false positives, thresholds
     sensitivity plant a slowdown into one phase of a JAX release at a time: what the suite sees
     noisefloor  time hand-written loops in fresh processes, no asv: this machine's own noise
@@ -26,6 +27,7 @@ COMMANDS = {
     "publish": "host.publish",
     "install": "install.step",
     "report": "analysis.report",
+    "ab": "host.ab",
     "calibrate": "selftest.calibrate",
     "sensitivity": "selftest.sensitivity",
     "noisefloor": "selftest.noisefloor",

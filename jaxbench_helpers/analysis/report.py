@@ -285,10 +285,14 @@ class Change:
     before: object
     after: object
     mark: str  # asv's marks: '+' worse, '-' better, '!' broke, '*' fixed, 'x' not comparable,
-    # ' ' unchanged or results.skipped
+    # ' ' unchanged or skipped; '?' an A/B left unresolved (its interval stayed too wide)
+    # an interleaved A/B's paired ratio and its interval: (ratio, low, high)
+    interval: tuple = None
 
     @property
     def ratio(self):
+        if self.interval:
+            return self.interval[0]
         if results.missing(self.before) or results.missing(self.after) or self.before == 0:
             return None
         return self.after / self.before
@@ -343,14 +347,18 @@ def compare_exit_code(changes):
     return 1 if any(c.mark == "+" for c in changes) else 0
 
 
-def compare_markdown(changes, *, base_name, head_name, base, head, machine, factor, use_stats):
+def compare_markdown(changes, *, base_name, head_name, base, head, machine, factor, use_stats,
+                     how=None):
+    """The PR comment's table. ``how`` replaces the line on asv's statistics (an interleaved
+    A/B says how it judged); rows with an interval show it."""
     show_env = len({c.key.env for c in changes}) > 1
     worse = sorted((c for c in changes if c.mark == "+"), key=_change_size, reverse=True)
     better = sorted((c for c in changes if c.mark == "-"), key=_change_size, reverse=True)
     broke = [c for c in changes if c.mark == "!"]
     fixed = [c for c in changes if c.mark == "*"]
     failed = [c for c in changes if c.after is None]
-    rest = len(changes) - len(worse) - len(better) - len(broke) - len(fixed)
+    unresolved = [c for c in changes if c.mark == "?"]
+    rest = len(changes) - len(worse) - len(better) - len(broke) - len(fixed) - len(unresolved)
     code = compare_exit_code(changes)
     verdict = {2: "**A benchmark failed at HEAD.**", 1: "**Performance decreased.**",
                0: "No significant slowdown."}[code]
@@ -358,25 +366,39 @@ def compare_markdown(changes, *, base_name, head_name, base, head, machine, fact
         f"### Benchmarks: {base_name} (`{base[:8]}`) → {head_name} (`{head[:8]}`)",
         "",
         f"{verdict} Machine `{machine}`, factor {factor}"
-        + (", asv statistics" if use_stats else ", medians only") + f": {len(worse)} worse, "
-        f"{len(better)} better, {len(broke)} newly failing, {len(fixed)} fixed, {rest} unchanged "
-        "or not comparable.",
+        + (f", {how}" if how else ", asv statistics" if use_stats else ", medians only")
+        + f": {len(worse)} worse, "
+        f"{len(better)} better, {len(broke)} newly failing, {len(fixed)} fixed, "
+        + (f"{len(unresolved)} unresolved, " if unresolved else "")
+        + f"{rest} unchanged or not comparable.",
         "",
     ]
     shown = worse + better + broke + fixed
+    intervals = any(c.interval for c in shown)
     if shown:
-        lines += ["| change | benchmark | before | after | ratio |", "|---|---|---|---|---|"]
+        lines += ["| change | benchmark | before | after | ratio |"
+                  + (" 95% interval |" if intervals else ""),
+                  "|---|---|---|---|---|" + ("---|" if intervals else "")]
         for c in shown:
             way = results.direction(c.unit, c.key.benchmark)
             word = {"+": way.worse, "-": way.better, "!": "failed", "*": "fixed"}[c.mark]
             name = c.key.benchmark + c.key.params + (f" [{c.key.env}]" if show_env else "")
             ratio = f"{c.ratio:.2f}" if c.ratio is not None else "n/a"
-            lines.append(f"| {word} | `{markdown.cell(name)}` | "
-                         f"{results.human(c.before, c.unit)} | "
-                         f"{results.human(c.after, c.unit)} | {ratio} |")
+            row = (f"| {word} | `{markdown.cell(name)}` | {results.human(c.before, c.unit)} | "
+                   f"{results.human(c.after, c.unit)} | {ratio} |")
+            if intervals:
+                row += (f" {c.interval[1]:.3f}–{c.interval[2]:.3f} |" if c.interval
+                        else " — |")
+            lines.append(row)
     else:
         lines.append("No benchmark changed beyond the factor.")
     lines.append("")
+    if unresolved:
+        names = ", ".join(f"`{markdown.cell(c.key.benchmark + c.key.params)}` "
+                          f"({c.interval[1]:.2f}–{c.interval[2]:.2f})" for c in unresolved)
+        lines += [f"**Unresolved ({len(unresolved)}):** the machine moved these too much to "
+                  f"decide within the rounds allowed (95% interval wider than the factor): "
+                  f"{names}", ""]
     if failed:
         names = ", ".join(f"`{markdown.cell(c.key.benchmark + c.key.params)}`" for c in failed)
         lines.append(f"**Failed at HEAD ({len(failed)}):** {names}")

@@ -1,0 +1,562 @@
+"""Interleaved A/B comparison of two JAX commits: the verdict a noisy machine cannot fake.
+
+``asv continuous BASE HEAD`` measures every benchmark at BASE, then every benchmark at HEAD:
+whatever the machine did in between (a neighbour on the host, a short command) lands in the
+verdict. Here both commits are installed once, each in its own environment with its own asv
+fork server, and for each benchmark the processes of the two sides take turns seconds apart,
+in ABBA order, round after round::
+
+    python -m jaxbench_helpers ab BASE HEAD [--config C] [-b REGEX]... [--factor 1.10]
+        [--max-rounds 16] [--machine NAME] [--results-dir DIR] [-o report.md]
+
+A round gives one paired log-ratio per case (ln of B's median over A's, both measured within
+seconds); the verdict is the Hodges-Lehmann estimate of those with its 95% interval
+(``analysis.paired``), after dividing out the drift both sides share (the paired ratio of the
+NumPy baselines, which no JAX change can move, when both sides run the same NumPy). A case
+gets rounds until its interval is narrower than the threshold, or lies wholly beyond it, or
+``--max-rounds`` is reached. Deterministic values (``track_*``) are measured once per side.
+
+The results are asv results (both commits, every sample), so ``asv compare``, ``report
+compare`` and the dashboard read them; the Markdown table and exit codes are those of
+``report compare``: 1 when a benchmark got slower beyond the factor, 2 when one failed at
+HEAD, 3 when it cannot compare, 4 when the machine is busy.
+
+``--same COMMIT`` compares a commit with itself (two separate builds): the A/A test of the
+procedure on this machine.
+"""
+
+import argparse
+import datetime
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from ..analysis import paired, report, results
+from ..common import asvconfig, markdown, quiet
+from ..common.machine import ensure_described, machine_name
+
+DEFAULT_FACTOR = 1.10
+MAX_ROUNDS = 16
+# samples per process of a warm phase: many short processes beat few long ones here, because
+# the process, not the sample, is what the machine moves
+WARM_REPEAT = (5, 10, 1.0)
+CONTROL_PHASE = "time_numpy"
+
+
+class ABError(RuntimeError):
+    pass
+
+
+# ---------------------------------------------------------------- the two sides
+
+
+@dataclass
+class Side:
+    """One commit, installed in its own environment, with its own fork server."""
+
+    label: str  # "A" (base) or "B" (head)
+    name: str  # as the user gave it
+    commit: str
+    env: object
+    spawner: object = None
+    cache_dirs: dict = field(default_factory=dict)
+    cache_failed: dict = field(default_factory=dict)
+
+
+def _side_config(conf_path, env_dir, results_dir):
+    """The asv Config of ``conf_path`` with its own environment and results folders."""
+    from asv.config import Config
+
+    conf = Config.load(conf_path)
+    conf.env_dir = env_dir
+    conf.results_dir = results_dir
+    return conf
+
+
+def _environment(conf):
+    from asv import environment
+
+    found = list(environment.get_environments(conf, None))
+    if len(found) != 1:
+        names = ", ".join(e.name for e in found)
+        raise ABError(f"the config gives {len(found)} environments ({names}); an A/B "
+                      "comparison needs exactly one: derive a config with one profile and one "
+                      "platform (python -m jaxbench_helpers config --profile ... --platform ...)")
+    return found[0]
+
+
+def build_side(label, name, commit, conf, repo, say):
+    """Create the side's environment and install ``commit`` into it (once: an environment
+    that already holds the commit is kept)."""
+    env = _environment(conf)
+    say(f"jaxbench ab: {label} = {name} ({commit[:8]}): environment {env.dir_name} in "
+        f"{conf.env_dir}")
+    env.create()
+    env.install_project(conf, repo, commit)
+    return Side(label, name, commit, env)
+
+
+def open_spawner(side, benchmark_dir):
+    from asv.runner import ForkServer
+
+    side.spawner = ForkServer(side.env, benchmark_dir)
+    ok, out = side.spawner.preimport()
+    if not ok:
+        raise ABError(f"side {side.label} ({side.name}) cannot import the benchmark suite:\n"
+                      f"{out}")
+
+
+def cache_dir(side, benchmark):
+    """The setup_cache folder of ``benchmark``'s module on this side, made on first use;
+    None for a benchmark without setup_cache. Raises ABError when setup_cache failed."""
+    key = benchmark.get("setup_cache_key")
+    if key is None:
+        return None
+    if key in side.cache_failed:
+        raise ABError(side.cache_failed[key])
+    if key not in side.cache_dirs:
+        timeout = benchmark.get("setup_cache_timeout") or benchmark["timeout"]
+        made, err = side.spawner.create_setup_cache(benchmark["name"], timeout,
+                                                    json.dumps({"cpu_affinity": None}))
+        if made is None:
+            side.cache_failed[key] = f"setup_cache of {key} failed on {side.name}:\n{err}"
+            raise ABError(side.cache_failed[key])
+        side.cache_dirs[key] = made
+    return side.cache_dirs[key]
+
+
+def close(sides):
+    from asv import util
+
+    for side in sides:
+        for folder in side.cache_dirs.values():
+            util.long_path_rmtree(folder, True)
+        if side.spawner is not None:
+            side.spawner.close()
+
+
+# ---------------------------------------------------------------- one case
+
+
+@dataclass
+class Run:
+    """One process of one side: asv_runner's samples (timing) or value."""
+
+    samples: list = None
+    number: int = None
+    value: object = None  # non-timing result; NaN: skipped
+    failed: str = None  # stderr when the process failed
+
+    @property
+    def median(self):
+        return statistics.median(self.samples) if self.samples else self.value
+
+
+@dataclass
+class Case:
+    """One benchmark at one parameter combination, measured on both sides."""
+
+    benchmark: dict
+    param_idx: int
+    params: str  # "('float32',)"-style label as asv shows it, "" without params
+    runs: dict = field(default_factory=lambda: {"A": [], "B": []})
+    started: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def name(self):
+        return self.benchmark["name"]
+
+    @property
+    def timing(self):
+        return self.benchmark["type"] == "time"
+
+    def failed(self, label):
+        return next((r.failed for r in self.runs[label] if r.failed), None)
+
+    def skipped(self):
+        values = [r.value for r in self.runs["A"] + self.runs["B"]
+                  if not r.samples and not r.failed]
+        return any(isinstance(v, float) and math.isnan(v) for v in values)
+
+    def log_ratios(self):
+        """ln(B / A) of each complete round."""
+        return [math.log(b.median / a.median) for a, b in zip(self.runs["A"], self.runs["B"])
+                if a.median and b.median]
+
+
+def _extra_params(benchmark):
+    """Fewer samples per process for warm timing phases; cold phases (one fresh object per
+    sample: number 1, no warm-up) keep their own."""
+    if benchmark["type"] == "time" and not (benchmark.get("number") == 1
+                                             and not benchmark.get("warmup_time")):
+        return {"repeat": list(WARM_REPEAT)}
+    return {}
+
+
+def run_once(side, case):
+    """One process of ``side`` for ``case``."""
+    from asv.runner import _run_benchmark_single_param
+
+    try:
+        cwd = cache_dir(side, case.benchmark)
+    except ABError as err:
+        return Run(failed=str(err))
+    res = _run_benchmark_single_param(case.benchmark, side.spawner, case.param_idx,
+                                      profile=False, extra_params=_extra_params(case.benchmark),
+                                      cwd=cwd)
+    if res.errcode:
+        return Run(failed=res.stderr or f"exit status {res.errcode}")
+    if res.samples[0] is not None:
+        return Run(samples=res.samples[0], number=res.number[0])
+    return Run(value=res.result[0])
+
+
+def order(round_index):
+    """ABBA: round 0 is A then B, round 1 B then A, round 2 B then A, round 3 A then B..."""
+    return ("A", "B") if round_index % 4 in (0, 3) else ("B", "A")
+
+
+def measure(case, sides, *, factor, max_rounds, min_rounds):
+    """Rounds of ``case`` until its verdict is decided (timing), or one run per side."""
+    by_label = {s.label: s for s in sides}
+    case.started = time.time()
+    rounds = max_rounds if case.timing else 1
+    for r in range(rounds):
+        for label in order(r):
+            case.runs[label].append(run_once(by_label[label], case))
+        if case.failed("A") or case.failed("B") or case.skipped():
+            break
+        if case.timing and r + 1 >= min_rounds:
+            if paired.decided(paired.hodges_lehmann(case.log_ratios()), factor):
+                break
+    case.seconds = time.time() - case.started
+    return case
+
+
+# ---------------------------------------------------------------- the verdict
+
+
+@dataclass
+class Verdict:
+    case: Case
+    unit: str
+    before: object  # A's median over every sample (None: failed, NaN: skipped)
+    after: object
+    estimate: paired.Estimate = None  # timing: the drift-normalised paired ratio
+    mark: str = " "
+
+
+def _side_value(case, label):
+    if case.failed(label):
+        return None
+    runs = case.runs[label]
+    if not runs or case.skipped():
+        return math.nan
+    if case.timing:
+        return statistics.median(s for r in runs for s in r.samples)
+    return runs[0].value
+
+
+def drift(cases, numpy_same):
+    """The paired ratio both sides share, from the NumPy baselines (code no JAX commit
+    touches): every round of every baseline pooled into one estimate. None when it is not
+    significantly different from 1, when there are fewer than three baselines, or when the
+    sides run different NumPy versions (then the baselines measure NumPy too)."""
+    if not numpy_same:
+        return None
+    controls = [c for c in cases if c.timing and c.name.endswith("." + CONTROL_PHASE)
+                and len(c.log_ratios()) >= paired.fewest_rounds()]
+    if len(controls) < 3:
+        return None
+    pooled = paired.hodges_lehmann([d for c in controls for d in c.log_ratios()])
+    return pooled.ratio if (pooled.low > 1 or pooled.high < 1) else None
+
+
+def judge(cases, units, factor, shared_drift):
+    verdicts = []
+    for case in cases:
+        unit = results.unit_of(case.name, units)
+        v = Verdict(case, unit, _side_value(case, "A"), _side_value(case, "B"))
+        if results.missing(v.before) or results.missing(v.after):
+            v.mark = "!" if v.before is not None and v.after is None else (
+                "*" if v.before is None and v.after is not None else " ")
+        elif case.timing:
+            v.estimate = paired.hodges_lehmann(case.log_ratios())
+            if shared_drift and not case.name.endswith("." + CONTROL_PHASE):
+                v.estimate = v.estimate.scaled(shared_drift)
+            # after the last round an interval still wider than the threshold decides
+            # nothing: reported as unresolved, never as a change
+            v.mark = (paired.mark(v.estimate, factor) if paired.decided(v.estimate, factor)
+                      else "?")
+        elif v.before:
+            ratio = v.after / v.before
+            v.mark = "+" if ratio > factor else "-" if ratio < 1 / factor else " "
+        way = results.direction(unit, case.name)
+        if not way.higher_is_worse and v.mark in "+-":
+            v.mark = "+" if v.mark == "-" else "-"
+        verdicts.append(v)
+    return verdicts
+
+
+def as_changes(verdicts, env_name):
+    """The verdicts as ``report.Change`` rows, for report compare's table and exit codes."""
+    changes = []
+    for v in verdicts:
+        key = results.SeriesKey(v.case.name, v.case.params, env_name)
+        interval = (v.estimate.ratio, v.estimate.low, v.estimate.high) if v.estimate else None
+        changes.append(report.Change(key, v.unit, v.before, v.after, v.mark, interval))
+    return changes
+
+
+# ---------------------------------------------------------------- asv results
+
+
+def save_results(side, conf, repo, benchmarks, cases, machine, results_dir):
+    """Every sample of ``side`` as an asv result of its commit (merged with what is there)."""
+    from asv.machine import Machine
+    from asv.results import Results
+    from asv.runner import BenchmarkResult
+
+    described = Machine.load(machine_name=machine)
+    described.save(results_dir)
+    params = dict(described.__dict__)
+    params["python"] = side.env.python
+    params.update(side.env.requirements)
+    result = Results(params, side.env.requirements, side.commit, repo.get_date(side.commit),
+                     side.env.python, side.env.name, side.env.env_vars)
+    result.load_data(results_dir)
+    by_name = {}
+    for case in cases:
+        by_name.setdefault(case.name, []).append(case)
+    for name, found in by_name.items():
+        benchmark = benchmarks[name]
+        combos = max(1, len(list(itertools.product(*benchmark["params"]))))
+        values, samples, numbers = [math.nan] * combos, [None] * combos, [None] * combos
+        stderr, errcode = "", 0
+        for case in found:
+            runs = case.runs[side.label]
+            failed = case.failed(side.label)
+            if failed:
+                values[case.param_idx] = None
+                stderr += failed + "\n"
+                errcode = 1
+            elif case.timing and runs and runs[0].samples:
+                values[case.param_idx] = True
+                samples[case.param_idx] = [s for r in runs for s in r.samples]
+                numbers[case.param_idx] = runs[-1].number
+            elif runs:
+                values[case.param_idx] = runs[0].value
+        started = datetime.datetime.fromtimestamp(min(c.started for c in found),
+                                                  datetime.timezone.utc)
+        result.add_result(benchmark, BenchmarkResult(values, samples, numbers, errcode,
+                                                     stderr.strip(), None),
+                          started_at=started, duration=sum(c.seconds for c in found),
+                          record_samples=True)
+    result.save(results_dir)
+    return result
+
+
+# ---------------------------------------------------------------- the comparison
+
+
+def _params_label(benchmark, idx):
+    if not benchmark["params"]:
+        return ""
+    combo = list(itertools.product(*benchmark["params"]))[idx]
+    return f"({', '.join(combo)})"
+
+
+def cases_of(benchmarks):
+    found = []
+    for name in sorted(benchmarks, key=lambda n: (benchmarks[n].get("setup_cache_key") or "",
+                                                  n)):
+        benchmark = benchmarks[name]
+        combos = max(1, len(list(itertools.product(*benchmark["params"]))))
+        for idx in range(combos):
+            found.append(Case(benchmark, idx, _params_label(benchmark, idx)))
+    return found
+
+
+def _numpy_version(side):
+    out = side.env.run(["-c", "import numpy; print(numpy.__version__)"], dots=False)
+    return out.strip()
+
+
+@dataclass
+class Comparison:
+    base: Side
+    head: Side
+    cases: list
+    verdicts: list
+    drift: float  # None: not normalised
+    seconds: float
+    load: object = None
+
+
+def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_rounds=MAX_ROUNDS,
+            machine, work_dir, results_dir=None, same=False, say=print):
+    """Build both sides, measure every selected case interleaved, judge, save asv results."""
+    from asv import repo as asv_repo
+    from asv.benchmarks import Benchmarks
+
+    started = time.time()
+    min_rounds = paired.fewest_rounds()
+    if max_rounds < min_rounds:
+        raise ABError(f"--max-rounds {max_rounds}: a 95% interval needs at least {min_rounds} "
+                      "rounds")
+    results_dir = results_dir or asvconfig.load(conf_path)["results_dir"]
+    confs = {label: _side_config(conf_path, os.path.join(work_dir, f"env-{label}"), results_dir)
+             for label in "AB"}
+    repo = asv_repo.get_repo(confs["A"])
+    repo.pull()
+    hashes = {}
+    for label, name in (("A", base), ("B", head)):
+        try:
+            hashes[label] = repo.get_hash_from_name(name)
+        except Exception as err:  # asv's NoSuchNameError and friends
+            raise ABError(f"{name!r} names no commit of {confs['A'].repo}: {err}") from None
+    if same and hashes["A"] != hashes["B"]:
+        raise ABError("--same compares one commit with itself")
+    sides = [build_side(label, name, hashes[label], confs[label], repo, say)
+             for label, name in (("A", base), ("B", head))]
+    try:
+        benchmarks = Benchmarks.discover(confs["A"], repo, [sides[0].env], [hashes["A"]],
+                                         regex=list(bench) or None)
+        if not len(benchmarks):
+            raise ABError(f"no benchmark matches {list(bench)}")
+        for benchmark in benchmarks.values():
+            if benchmark.get("timeout") is None:  # as asv's runner does
+                benchmark["timeout"] = sides[0].env._default_benchmark_timeout
+        for side in sides:
+            open_spawner(side, confs["A"].benchmark_dir)
+        numpy_same = _numpy_version(sides[0]) == _numpy_version(sides[1])
+        cases = cases_of(benchmarks)
+        say(f"jaxbench ab: {len(cases)} cases, up to {max_rounds} rounds each (ABBA), factor "
+            f"{factor}")
+        for i, case in enumerate(cases, 1):
+            measure(case, sides, factor=factor, max_rounds=max_rounds, min_rounds=min_rounds)
+            rounds = len(case.runs["B"])
+            say(f"jaxbench ab: [{i}/{len(cases)}] {case.name}{case.params}: {rounds} "
+                f"round{'s' if rounds != 1 else ''}, {case.seconds:.1f} s")
+    finally:
+        close(sides)
+    units = {name: b.get("unit", "") for name, b in benchmarks.items()}
+    shared = drift(cases, numpy_same)
+    verdicts = judge(cases, units, factor, shared)
+    if not same:
+        benchmarks.save()
+        for side in sides:
+            save_results(side, confs[side.label], repo, benchmarks, cases, machine,
+                         results_dir)
+    return Comparison(sides[0], sides[1], cases, verdicts, shared, time.time() - started)
+
+
+def markdown_report(comparison, *, factor, machine):
+    changes = as_changes(comparison.verdicts, comparison.base.env.name)
+    rounds = [len(c.runs["B"]) for c in comparison.cases if c.timing and c.runs["B"]]
+    how = (f"interleaved A/B, {min(rounds, default=0)}-{max(rounds, default=0)} rounds per "
+           f"case (median {statistics.median(rounds) if rounds else 0:g}), Hodges-Lehmann "
+           "paired ratio with its 95% interval, "
+           + (f"divided by the drift both sides shared, {comparison.drift:.3f}× (the NumPy "
+              "baselines' pooled paired ratio)" if comparison.drift else "no drift to divide "
+              "out (the NumPy baselines' pooled paired ratio includes 1, or there are too few "
+              "of them, or the sides run different NumPy versions)")
+           + f"; {comparison.seconds / 60:.1f} min")
+    if comparison.load is not None:
+        how += f"; the machine: {comparison.load.summary()}"
+    return report.compare_markdown(changes, base_name=comparison.base.name,
+                                   head_name=comparison.head.name, base=comparison.base.commit,
+                                   head=comparison.head.commit, machine=machine, factor=factor,
+                                   use_stats=True, how=how)
+
+
+def exit_code(comparison):
+    return report.compare_exit_code(as_changes(comparison.verdicts, ""))
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="python -m jaxbench_helpers ab",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("base", nargs="?", help="commit, tag or branch (A)")
+    parser.add_argument("head", nargs="?", help="commit, tag or branch (B)")
+    parser.add_argument("--same", metavar="COMMIT",
+                        help="A/A: compare COMMIT with itself, two separate builds")
+    parser.add_argument("--config", help="asv config (default: the release-history config "
+                        "the main job writes, .asv/asv.releases.conf.json)")
+    parser.add_argument("--bench", "-b", action="append", default=[],
+                        help="only benchmarks matching this regex (repeatable)")
+    parser.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
+                        help=f"smallest change reported, as a ratio (default {DEFAULT_FACTOR})")
+    parser.add_argument("--max-rounds", type=int, default=MAX_ROUNDS,
+                        help=f"rounds per case at most (default {MAX_ROUNDS})")
+    parser.add_argument("--machine", help="machine name (default: JAXBENCH_MACHINE or the "
+                        "host name)")
+    parser.add_argument("--work-dir", help="where the two environments live (default: a new "
+                        "temporary folder; pass one to reuse builds)")
+    parser.add_argument("--results-dir", help="asv results folder (default: the config's)")
+    parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
+    quiet.add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.same:
+        if args.base or args.head:
+            parser.error("--same takes one commit; leave out BASE and HEAD")
+        args.base = args.head = args.same
+    elif not (args.base and args.head):
+        parser.error("give BASE and HEAD, or --same COMMIT")
+    if args.factor <= 1:
+        parser.error("--factor must be above 1 (1.10 means 10% either way)")
+    return args
+
+
+def default_config():
+    from ..common import paths
+
+    path = os.path.join(paths.STATE, "asv.releases.conf.json")
+    if not os.path.isfile(path):
+        raise ABError(f"no --config and no {path}; run the main job once, or write a config "
+                      "with 'python -m jaxbench_helpers config'")
+    return path
+
+
+def main(argv=None):
+    from asv.console import log
+    from asv.util import UserError
+
+    args = parse(sys.argv[1:] if argv is None else list(argv))
+    log.enable(False)
+
+    def say(text):
+        print(text, file=sys.stderr, flush=True)
+
+    machine = machine_name(args.machine)
+    try:
+        conf_path = args.config or default_config()
+        work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-ab-"))
+        ensure_described(machine)
+        with quiet.timing_session("ab", allow_busy=args.allow_busy, say=say,
+                                  record_path=os.path.join(work_dir, "quiet.jsonl")) as monitor:
+            comparison = compare(conf_path, args.base, args.head, bench=args.bench,
+                                 factor=args.factor, max_rounds=args.max_rounds,
+                                 machine=machine, work_dir=work_dir,
+                                 results_dir=args.results_dir, same=bool(args.same), say=say)
+        comparison.load = monitor.record if monitor else None
+    except quiet.BusyMachine as err:
+        say(f"jaxbench ab: {err}")
+        return 4
+    except (ABError, asvconfig.ConfigError, UserError) as err:
+        say(f"jaxbench ab: {err}")
+        return 3
+    markdown.write(markdown_report(comparison, factor=args.factor, machine=machine),
+                   args.output, who="jaxbench ab")
+    return exit_code(comparison)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

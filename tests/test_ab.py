@@ -1,0 +1,112 @@
+"""The interleaved A/B comparison, for real: jax 0.10.2 against a commit that doubles every
+jitted call's dispatch (a plant), two environments, asv's own fork servers; and the same
+commit against itself.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jaxbench_helpers.common import asvconfig
+from jaxbench_helpers.host import ab, asvconf
+from jaxbench_helpers.selftest import sensitivity
+
+pytestmark = pytest.mark.slow
+
+MACHINE = "ab-test"
+BENCH = ["-b", r"JitTrivial\.time_dispatch", "-b", r"SquareMatmul\.time_(numpy|compile)",
+         "-b", r"CenteredGram\.time_numpy", "-b", r"Versions\.track_jax_version"]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """(work folder, config, release hash, planted hash)."""
+    work = tmp_path_factory.mktemp("ab")
+    repo, release = sensitivity.build_repo(str(work), "0.10.2")
+    # the wrapper alone costs about 0.8 us a call; 100% doubles the rest
+    plant = sensitivity.plant_commit(repo, release, "dispatch", 1.0)
+    conf = asvconf.derive(repo, results_dir=str(work / "results"), html_dir=str(work / "html"),
+                          env_dir=str(work / "env"), profile="quick")
+    return work, asvconfig.write(conf, str(work / "asv.conf.json")), release, plant
+
+
+def _ab(work, conf, *args):
+    out = work / f"report-{len(os.listdir(work))}.md"
+    proc = subprocess.run([sys.executable, "-m", "jaxbench_helpers", "ab", *args, "--config",
+                           conf, "--machine", MACHINE, "--work-dir", str(work / "builds"),
+                           "--allow-busy", *BENCH, "-o", str(out)],
+                          capture_output=True, text=True, timeout=3600)
+    return proc.returncode, out.read_text() if out.exists() else "", proc.stderr
+
+
+@pytest.fixture(scope="module")
+def compared(planted):
+    work, conf, release, plant = planted
+    return (*_ab(work, conf, release, plant), planted)
+
+
+def test_the_plant_is_flagged_and_the_controls_are_not(compared):
+    rc, text, log, (work, conf, release, plant) = compared
+    assert rc == 1, log  # slower beyond the factor
+    assert "**Performance decreased.**" in text
+    rows = [line for line in text.splitlines() if line.startswith("| slower |")]
+    assert any("JitTrivial.time_dispatch_100_calls('float32')" in r for r in rows), text
+    assert not any("time_numpy" in r or "time_compile" in r for r in rows), text
+    # the rounds alternated in ABBA order, a case needing more rounds got them
+    assert "interleaved A/B" in text and "95% interval" in text
+    assert "rounds, " in log
+
+
+def test_both_commits_are_asv_results_that_asv_compare_reads(compared):
+    _, _, _, (work, conf, release, plant) = compared
+    files = [f for f in glob.glob(str(work / "results" / MACHINE / "*.json"))
+             if not f.endswith("machine.json")]
+    commits = {json.load(open(f))["commit_hash"] for f in files}
+    assert commits == {release, plant}
+    proc = subprocess.run([sys.executable, "-m", "asv", "--config", conf, "compare",
+                           release, plant, "--machine", MACHINE, "--factor", "1.1",
+                           "--only-changed"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "JitTrivial.time_dispatch_100_calls" in proc.stdout
+    for f in files:
+        data = json.load(open(f))
+        assert "bench_matmul.SquareMatmul.time_numpy" in data["results"]
+        # every sample of every round is kept
+        samples = data["results"]["bench_dispatch.JitTrivial.time_dispatch_100_calls"]
+        assert samples is not None
+
+
+def test_the_same_commit_against_itself_flags_nothing(planted):
+    work, conf, release, _ = planted
+    before = {f: os.stat(f).st_mtime for f in glob.glob(str(work / "results" / "**" / "*"),
+                                                         recursive=True)}
+    rc, text, log = _ab(work, conf, "--same", release, "--factor", "1.5")
+    assert rc == 0, log + text
+    assert "No significant slowdown." in text and "No benchmark changed" in text
+    # an A/A writes no results: both sides would land on the same commit
+    after = {f: os.stat(f).st_mtime for f in glob.glob(str(work / "results" / "**" / "*"),
+                                                        recursive=True)}
+    assert after == before
+
+
+def test_bad_input_is_named(planted, capsys):
+    work, conf, release, _ = planted
+    assert ab.main([release, "no-such-ref", "--config", conf, "--machine", MACHINE,
+                    "--work-dir", str(work / "builds"), "--allow-busy"]) == 3
+    assert "'no-such-ref' names no commit" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ab.parse([release])
+    with pytest.raises(SystemExit):
+        ab.parse([release, release, "--factor", "0.9"])
+    assert ab.main([release, release, "--config", str(work / "none.json"),
+                    "--allow-busy"]) == 3
+    assert "none.json does not exist" in capsys.readouterr().err
+
+
+def test_rounds_alternate_abba():
+    assert [ab.order(r) for r in range(6)] == [("A", "B"), ("B", "A"), ("B", "A"),
+                                               ("A", "B"), ("A", "B"), ("B", "A")]

@@ -1,0 +1,102 @@
+"""The paired-rounds statistics behind the interleaved A/B verdict."""
+
+import math
+import random
+
+import pytest
+
+from jaxbench_helpers.analysis import paired
+
+
+@pytest.mark.parametrize("n, critical", [
+    # two-sided 5% critical values of the Wilcoxon signed-rank statistic (standard tables)
+    (5, None), (6, 0), (7, 2), (8, 3), (9, 5), (10, 8), (12, 13), (15, 25), (20, 52),
+])
+def test_critical_ranks_match_the_tables(n, critical):
+    assert paired.critical_rank(n) == critical
+
+
+def test_fewest_rounds_for_a_95_percent_interval():
+    assert paired.fewest_rounds() == 6
+    assert paired.fewest_rounds(0.90) == 5
+
+
+def test_estimate_and_interval_of_a_known_sample():
+    d = [math.log(r) for r in (1.02, 0.99, 1.01, 1.03, 1.00, 1.02, 0.98, 1.01)]
+    est = paired.hodges_lehmann(d)
+    walsh = sorted((d[i] + d[j]) / 2 for i in range(8) for j in range(i, 8))
+    assert est.rounds == 8
+    assert est.ratio == pytest.approx(math.exp((walsh[17] + walsh[18]) / 2))
+    assert (est.low, est.high) == (pytest.approx(math.exp(walsh[3])),
+                                   pytest.approx(math.exp(walsh[-4])))
+    assert est.low < est.ratio < est.high
+
+
+def test_one_round_hit_by_a_slow_spell_barely_moves_the_estimate():
+    d = [math.log(1.0 + 0.005 * i) for i in range(-4, 5)]
+    spoiled = d[:-1] + [math.log(1.8)]  # B met a slow spell in one round
+    assert paired.hodges_lehmann(spoiled).ratio < 1.02
+    mean = math.exp(sum(spoiled) / len(spoiled))
+    assert mean > 1.06  # what a plain mean would have said
+
+
+def _noisy(true_ratio, rounds, noise, seed):
+    rng = random.Random(seed)
+    return [math.log(true_ratio) + rng.gauss(0, noise) for _ in range(rounds)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_real_twenty_percent_change_is_flagged_and_no_change_is_not(seed):
+    slower = paired.hodges_lehmann(_noisy(1.2, 8, 0.03, seed))
+    faster = paired.hodges_lehmann(_noisy(1 / 1.2, 8, 0.03, seed))
+    same = paired.hodges_lehmann(_noisy(1.0, 8, 0.03, seed))
+    assert paired.mark(slower, 1.10) == "+"
+    assert paired.mark(faster, 1.10) == "-"
+    assert paired.mark(same, 1.10) == " "
+
+
+def test_a_change_below_the_factor_is_not_flagged_however_sure():
+    sure = paired.hodges_lehmann(_noisy(1.05, 16, 0.002, 0))
+    assert sure.low > 1  # certainly slower...
+    assert paired.mark(sure, 1.10) == " "  # ...but not by 10%
+
+
+def test_decided_when_the_interval_is_narrower_than_the_threshold_or_beyond_it():
+    assert not paired.decided(paired.hodges_lehmann(_noisy(1.0, 5, 0.001, 0)), 1.10)  # too few
+    assert paired.decided(paired.hodges_lehmann(_noisy(1.0, 6, 0.001, 0)), 1.10)
+    wide = paired.hodges_lehmann(_noisy(1.0, 6, 0.2, 1))
+    assert wide.width > math.log(1.10) and not paired.decided(wide, 1.10)
+    beyond = paired.Estimate(2.0, 1.5, 3.0, 6)
+    assert paired.decided(beyond, 1.10)
+
+
+def test_scaling_divides_out_a_shared_drift():
+    est = paired.Estimate(1.10, 1.05, 1.15, 8).scaled(1.10)
+    assert (est.ratio, est.low, est.high) == (pytest.approx(1.0), pytest.approx(1.05 / 1.10),
+                                              pytest.approx(1.15 / 1.10))
+
+
+def test_no_rounds_is_an_error():
+    with pytest.raises(ValueError, match="no rounds"):
+        paired.hodges_lehmann([])
+
+
+def _case(name, a_medians, b_medians):
+    from jaxbench_helpers.host import ab
+
+    case = ab.Case({"name": name, "type": "time", "params": [["float32"]]}, 0, "('float32')")
+    case.runs["A"] = [ab.Run(samples=[m], number=1) for m in a_medians]
+    case.runs["B"] = [ab.Run(samples=[m], number=1) for m in b_medians]
+    return case
+
+
+def test_an_ab_case_the_machine_kept_too_noisy_is_unresolved_not_flagged():
+    from jaxbench_helpers.host import ab
+
+    # B is 35% slower in the middle, but rounds swing from a third to triple
+    swings = [-1.1, 1.4, 0.3, -0.8, 1.1, 0.3, -0.5, 0.9, 0.3, 0.6, -0.2, 0.3, 1.2, -0.9, 0.3, 0.3]
+    wide = _case("bench_x.W.time_run", [1.0] * 16, [math.exp(x) for x in swings])
+    clear = _case("bench_x.C.time_run", [1.0] * 8, [1.3 + 0.001 * i for i in range(8)])
+    (w, c) = ab.judge([wide, clear], {}, 1.10, None)
+    assert w.mark == "?" and c.mark == "+"
+    assert ab.exit_code(ab.Comparison(None, None, [wide], [w], None, 0)) == 0
