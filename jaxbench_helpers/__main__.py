@@ -8,6 +8,7 @@
     install   the asv install step (pairs a jax checkout with a jaxlib)
     report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
     ab        interleaved A/B comparison of two commits: verdicts a noisy machine cannot fake
+    bisect    find the commit of a slowdown, every step an interleaved comparison
     calibrate measure one commit several times: noise, asv compare's false positives, thresholds
     sensitivity plant a slowdown into one phase of a JAX release at a time: what the suite sees
     noisefloor  time hand-written loops in fresh processes, no asv: this machine's own noise
@@ -28,6 +29,7 @@ COMMANDS = {
     "install": "install.step",
     "report": "analysis.report",
     "ab": "host.ab",
+    "bisect": "host.bisect",
     "calibrate": "selftest.calibrate",
     "sensitivity": "selftest.sensitivity",
     "noisefloor": "selftest.noisefloor",

@@ -141,6 +141,29 @@ def test_plant_commit_sits_on_the_release_and_leaves_main_alone(release_source, 
     assert not os.path.exists(os.path.join(repo, "jax", "_src", "jaxbench_plant.py"))
 
 
+def test_a_planted_history_hides_the_plant_among_neutral_commits(release_source, tmp_path):
+    repo = _copy_of(release_source[0], tmp_path / "jax")
+    release = release_source[1]
+    branch, planted, last = sensitivity.planted_history(repo, release, "trace", 0.1, 5, 3)
+    git = ["git", "-C", repo]
+    log = subprocess.run(git + ["log", "--format=%H %s", f"{release}..{last}"],
+                         capture_output=True, text=True).stdout.splitlines()[::-1]
+    assert len(log) == 5
+    assert [line.split(" ", 1)[1] for line in log] == [
+        "neutral commit 1", "neutral commit 2", "plant: trace takes 10% longer",
+        "neutral commit 4", "neutral commit 5"]
+    assert log[2].split()[0] == planted
+    # the plant stays in every later commit; the neutral ones touch no package file
+    shown = subprocess.run(git + ["show", f"{last}:jax/_src/jaxbench_plant.py"],
+                           capture_output=True, text=True)
+    assert shown.returncode == 0 and "FRACTION = 0.1" in shown.stdout
+    neutral = subprocess.run(git + ["show", "--name-only", "--format=", log[3].split()[0]],
+                             capture_output=True, text=True).stdout.split()
+    assert neutral == ["JAXBENCH_NEUTRAL.txt"]
+    head = subprocess.run(git + ["rev-parse", "main"], capture_output=True, text=True)
+    assert head.stdout.strip() == release
+
+
 # ---------------------------------------------------------------- judgement
 
 
@@ -261,6 +284,7 @@ def test_the_command_finds_a_planted_dispatch_slowdown_and_nothing_else(tmp_path
             # quick: up to 3 samples, too few for asv's intervals, so medians alone decide
             "--phase", "dispatch", "--fractions", "10", "--factor", "2", "--profile",
             "quick", "--no-stats", "--machine", "sensitivity-test", "--rounds", "2",
+            "--method", "asv",
             "--work-dir", str(tmp_path / f"work-{attempt}"), "--env-dir", str(tmp_path / "env"),
             "-b", r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls",
             "-b", r"bench_matmul\.SquareMatmul\.time_(numpy|compile)", "-o", str(out),
@@ -278,3 +302,34 @@ def test_the_command_finds_a_planted_dispatch_slowdown_and_nothing_else(tmp_path
             assert "| 0: — |" in trial[0]  # nothing unrelated flagged
             break
     assert rc == 0, "\n\n".join(texts)
+
+
+@pytest.mark.slow
+def test_an_interleaved_ab_trial_finds_the_plant_and_nothing_else(tmp_path):
+    out = tmp_path / "sensitivity.md"
+    rc = sensitivity.main([
+        "--phase", "dispatch", "--fractions", "10", "--factor", "1.5", "--profile", "quick",
+        "--machine", "sensitivity-test", "--work-dir", str(tmp_path / "work"),
+        "-b", r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls",
+        "-b", r"bench_matmul\.SquareMatmul\.time_(numpy|compile)", "-o", str(out),
+        "--allow-busy"])
+    text = out.read_text()
+    assert "interleaved A/B" in text
+    trial = [line for line in text.splitlines() if line.startswith("| dispatch | 1000%")]
+    assert trial and "1: `bench_dispatch.JitTrivial.time_dispatch_100_calls('float32')`" in (
+        trial[0]), text
+    assert "| 0: — |" in trial[0], text  # nothing unrelated flagged
+    assert rc == 0, text
+
+
+@pytest.mark.slow
+def test_bisect_names_the_planted_commit(tmp_path):
+    out = tmp_path / "bisect.md"
+    rc = sensitivity.main([
+        "--bisect", "--phase", "dispatch", "--fractions", "10", "--commits", "6",
+        "--profile", "quick", "--machine", "sensitivity-test",
+        "--work-dir", str(tmp_path / "work"), "-o", str(out), "--allow-busy"])
+    text = out.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| dispatch |"))
+    assert "| yes |" in row, text
+    assert rc == 0

@@ -223,8 +223,9 @@ def order(round_index):
     return ("A", "B") if round_index % 4 in (0, 3) else ("B", "A")
 
 
-def measure(case, sides, *, factor, max_rounds, min_rounds):
-    """Rounds of ``case`` until its verdict is decided (timing), or one run per side."""
+def measure(case, sides, *, enough, max_rounds, min_rounds):
+    """Rounds of ``case`` until ``enough(estimate)`` says the paired estimate decides what is
+    asked (timing), or one run per side (values)."""
     by_label = {s.label: s for s in sides}
     case.started = time.time()
     rounds = max_rounds if case.timing else 1
@@ -233,9 +234,9 @@ def measure(case, sides, *, factor, max_rounds, min_rounds):
             case.runs[label].append(run_once(by_label[label], case))
         if case.failed("A") or case.failed("B") or case.skipped():
             break
-        if case.timing and r + 1 >= min_rounds:
-            if paired.decided(paired.hodges_lehmann(case.log_ratios()), factor):
-                break
+        if case.timing and r + 1 >= min_rounds and enough(paired.hodges_lehmann(
+                case.log_ratios())):
+            break
     case.seconds = time.time() - case.started
     return case
 
@@ -400,40 +401,66 @@ class Comparison:
     load: object = None
 
 
-def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_rounds=MAX_ROUNDS,
-            machine, work_dir, results_dir=None, same=False, say=print):
-    """Build both sides, measure every selected case interleaved, judge, save asv results."""
+def prepare(conf_path, work_dir, results_dir=None):
+    """The asv config of each side (its own environment folder) and the repository."""
     from asv import repo as asv_repo
-    from asv.benchmarks import Benchmarks
 
-    started = time.time()
-    min_rounds = paired.fewest_rounds()
-    if max_rounds < min_rounds:
-        raise ABError(f"--max-rounds {max_rounds}: a 95% interval needs at least {min_rounds} "
-                      "rounds")
     results_dir = results_dir or asvconfig.load(conf_path)["results_dir"]
     confs = {label: _side_config(conf_path, os.path.join(work_dir, f"env-{label}"), results_dir)
              for label in "AB"}
     repo = asv_repo.get_repo(confs["A"])
     repo.pull()
-    hashes = {}
-    for label, name in (("A", base), ("B", head)):
-        try:
-            hashes[label] = repo.get_hash_from_name(name)
-        except Exception as err:  # asv's NoSuchNameError and friends
-            raise ABError(f"{name!r} names no commit of {confs['A'].repo}: {err}") from None
+    return confs, repo
+
+
+def resolve(repo, conf, name):
+    try:
+        return repo.get_hash_from_name(name)
+    except Exception as err:  # asv's NoSuchNameError and friends
+        raise ABError(f"{name!r} names no commit of {conf.repo}: {err}") from None
+
+
+def discover(conf, repo, side, bench):
+    """asv's discovery of the benchmarks matching ``bench``, in ``side``'s environment."""
+    from asv.benchmarks import Benchmarks
+
+    benchmarks = Benchmarks.discover(conf, repo, [side.env], [side.commit],
+                                     regex=list(bench) or None)
+    if not len(benchmarks):
+        raise ABError(f"no benchmark matches {list(bench)}")
+    for benchmark in benchmarks.values():
+        if benchmark.get("timeout") is None:  # as asv's runner does
+            benchmark["timeout"] = side.env._default_benchmark_timeout
+    return benchmarks
+
+
+def reinstall(side, name, commit, conf, repo):
+    """Put another commit into ``side``'s environment and restart its fork server (the old
+    one imported the old jax)."""
+    close([side])
+    side.cache_dirs, side.cache_failed, side.spawner = {}, {}, None
+    side.name, side.commit = name, commit
+    side.env.install_project(conf, repo, commit)
+    open_spawner(side, conf.benchmark_dir)
+
+
+def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_rounds=MAX_ROUNDS,
+            machine, work_dir, results_dir=None, same=False, say=print):
+    """Build both sides, measure every selected case interleaved, judge, save asv results."""
+    started = time.time()
+    min_rounds = paired.fewest_rounds()
+    if max_rounds < min_rounds:
+        raise ABError(f"--max-rounds {max_rounds}: a 95% interval needs at least {min_rounds} "
+                      "rounds")
+    confs, repo = prepare(conf_path, work_dir, results_dir)
+    hashes = {label: resolve(repo, confs["A"], name) for label, name in (("A", base),
+                                                                        ("B", head))}
     if same and hashes["A"] != hashes["B"]:
         raise ABError("--same compares one commit with itself")
     sides = [build_side(label, name, hashes[label], confs[label], repo, say)
              for label, name in (("A", base), ("B", head))]
     try:
-        benchmarks = Benchmarks.discover(confs["A"], repo, [sides[0].env], [hashes["A"]],
-                                         regex=list(bench) or None)
-        if not len(benchmarks):
-            raise ABError(f"no benchmark matches {list(bench)}")
-        for benchmark in benchmarks.values():
-            if benchmark.get("timeout") is None:  # as asv's runner does
-                benchmark["timeout"] = sides[0].env._default_benchmark_timeout
+        benchmarks = discover(confs["A"], repo, sides[0], bench)
         for side in sides:
             open_spawner(side, confs["A"].benchmark_dir)
         numpy_same = _numpy_version(sides[0]) == _numpy_version(sides[1])
@@ -441,7 +468,8 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
         say(f"jaxbench ab: {len(cases)} cases, up to {max_rounds} rounds each (ABBA), factor "
             f"{factor}")
         for i, case in enumerate(cases, 1):
-            measure(case, sides, factor=factor, max_rounds=max_rounds, min_rounds=min_rounds)
+            measure(case, sides, enough=lambda e: paired.decided(e, factor),
+                    max_rounds=max_rounds, min_rounds=min_rounds)
             rounds = len(case.runs["B"])
             say(f"jaxbench ab: [{i}/{len(cases)}] {case.name}{case.params}: {rounds} "
                 f"round{'s' if rounds != 1 else ''}, {case.seconds:.1f} s")
@@ -454,7 +482,7 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
         benchmarks.save()
         for side in sides:
             save_results(side, confs[side.label], repo, benchmarks, cases, machine,
-                         results_dir)
+                         confs[side.label].results_dir)
     return Comparison(sides[0], sides[1], cases, verdicts, shared, time.time() - started)
 
 

@@ -37,8 +37,8 @@ from ..analysis import results
 from ..common import asvconfig, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
-from ..host import asvconf, history
-from ..runtime import profiles
+from ..host import ab, asvconf, history
+from ..runtime import profiles, versions
 from . import calibrate, plants
 
 DEFAULT_RELEASE = "0.10.2"
@@ -146,6 +146,27 @@ def judge(phase, base, planted, factor, use_stats=True):
     return trial
 
 
+def judge_ab(phase, verdicts):
+    """Sort the verdicts of an interleaved A/B trial (``ab.Verdict``) the same way: a case
+    left unresolved is missed when it times the phase and quiet otherwise."""
+    trial = Trial(phase, 0.0, "")
+    for v in sorted(verdicts, key=lambda v: (v.case.name, v.case.params)):
+        phases = covers(v.case.name)
+        if phases is None:
+            continue
+        name = v.case.name + v.case.params
+        if results.missing(v.before) or results.missing(v.after):
+            if (v.before is None) != (v.after is None):
+                trial.failed.append(name)
+            continue
+        change = Change(name, v.estimate.ratio if v.estimate else v.after / v.before, phases)
+        if phase in phases:
+            (trial.detected if v.mark == "+" else trial.missed).append(change)
+        else:
+            (trial.unrelated if v.mark in ("+", "-") else trial.quiet).append(change)
+    return trial
+
+
 # ---------------------------------------------------------------- running
 
 
@@ -198,8 +219,21 @@ def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env
     return found[release_hash], found[commit]
 
 
+def run_pair_ab(repo, release_hash, commit, *, folder, machine, bench, profile, factor,
+                builds, log):
+    """The release (A) and ``commit`` (B) in an interleaved A/B; the release's environment
+    in ``builds`` is installed once and kept for every trial."""
+    conf = asvconf.derive(repo, results_dir=os.path.join(folder, "results"),
+                          html_dir=os.path.join(folder, "html"), profile=profile)
+    os.makedirs(folder, exist_ok=True)
+    conf_path = asvconfig.write(conf, os.path.join(folder, "asv.conf.json"))
+    return ab.compare(conf_path, release_hash, commit, bench=bench, factor=factor,
+                      machine=machine, work_dir=builds, say=log).verdicts
+
+
 def sweep(*, release, phases, fractions, factor, bench, profile, machine, work_dir, env_dir,
-          rounds=None, keep_going=False, use_stats=True, log=print, on_trial=None):
+          rounds=None, keep_going=False, use_stats=True, log=print, on_trial=None,
+          method="ab"):
     """[Trial] for every phase, largest fraction first, stopping a phase at its first miss."""
     repo, release_hash = build_repo(work_dir, release)
     trials = []
@@ -211,10 +245,16 @@ def sweep(*, release, phases, fractions, factor, bench, profile, machine, work_d
             log(f"jaxbench sensitivity: {phase} +{fraction:.0%} ({commit[:8]}) against "
                 f"jax {release} ({release_hash[:8]})")
             folder = os.path.join(work_dir, f"{phase}-{round(fraction * 1000):04d}")
-            base, planted = run_pair(repo, release_hash, commit, folder=folder,
-                                     machine=machine, bench=bench, profile=profile,
-                                     env_dir=env_dir, rounds=rounds)
-            trial = judge(phase, base, planted, factor, use_stats)
+            if method == "ab":
+                trial = judge_ab(phase, run_pair_ab(
+                    repo, release_hash, commit, folder=folder, machine=machine, bench=bench,
+                    profile=profile, factor=factor, builds=os.path.join(work_dir, "builds"),
+                    log=log))
+            else:
+                base, planted = run_pair(repo, release_hash, commit, folder=folder,
+                                         machine=machine, bench=bench, profile=profile,
+                                         env_dir=env_dir, rounds=rounds)
+                trial = judge(phase, base, planted, factor, use_stats)
             trial.fraction, trial.commit = fraction, commit
             trial.seconds = time.monotonic() - start
             trials.append(trial)
@@ -226,6 +266,103 @@ def sweep(*, release, phases, fractions, factor, bench, profile, machine, work_d
             if not trial.detected and not keep_going and phase != plants.CONTROL:
                 break
     return trials
+
+
+# ---------------------------------------------------------------- bisect self-test
+
+# the benchmark that bisects each phase's plant
+BISECT_BENCH = {
+    "dispatch": (r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls$", None),
+    "trace": (r"bench_models\.MLPTrainStep\.time_trace$", None),
+    "lower": (r"bench_models\.MLPTrainStep\.time_lower$", None),
+    "compile": (r"bench_models\.MLPTrainStep\.time_compile$", None),
+    "run": (r"bench_matmul\.SquareMatmul\.time_run$", "float32"),
+    "transfer": (r"bench_transfer\.ArrayTransfer\.time_to_device$", None),
+    "startup": (r"bench_startup\.ColdStart\.timeraw_import_jax$", None),
+}
+
+
+def planted_history(repo, release_hash, phase, fraction, commits, at):
+    """A branch of ``commits`` commits on top of the release: neutral ones (a line added to
+    a text file outside the package) and, as the ``at``-th (1-based), the plant, which the
+    later commits keep. Returns (branch, planted commit, last commit)."""
+    branch = f"bisect-{phase}-{round(fraction * 1000):04d}"
+    history._git(repo, "checkout", "-q", "-B", branch, release_hash)
+    planted = None
+    for i in range(1, commits + 1):
+        if i == at:
+            paths = plants.apply(repo, phase, fraction)
+            message = f"plant: {phase} takes {fraction:.0%} longer"
+        else:
+            with open(os.path.join(repo, "JAXBENCH_NEUTRAL.txt"), "a") as f:
+                f.write(f"neutral commit {i}\n")
+            paths, message = ["JAXBENCH_NEUTRAL.txt"], f"neutral commit {i}"
+        history._git(repo, "add", "--", *paths)
+        history._git(repo, "commit", "-q", "-m", message, env=PLANT_AUTHOR)
+        if i == at:
+            planted = history._git(repo, "rev-parse", "HEAD")
+    last = history._git(repo, "rev-parse", "HEAD")
+    history._git(repo, "checkout", "-q", "main")
+    return branch, planted, last
+
+
+@dataclass
+class BisectFound:
+    phase: str
+    benchmark: str
+    planted: str
+    named: str  # the commit bisect named ('' for none)
+    position: int  # the planted commit's place among the commits
+    step: float  # the measured step, last / release
+    steps: int
+    seconds: float
+
+
+def bisect_trials(*, release, phases, fraction, commits, profile, work_dir, log=print):
+    """Bisect each phase's plant hidden among ``commits`` commits; [BisectFound]."""
+    from ..host import bisect
+
+    repo, release_hash = build_repo(work_dir, release)
+    found = []
+    for n, phase in enumerate(p for p in phases if p != plants.CONTROL):
+        at = 1 + (7 * n + commits // 3) % commits  # a different place for each phase
+        branch, planted, last = planted_history(repo, release_hash, phase, fraction, commits,
+                                                at)
+        folder = os.path.join(work_dir, f"bisect-{phase}")
+        conf = asvconf.derive(repo, results_dir=os.path.join(folder, "results"),
+                              html_dir=os.path.join(folder, "html"), profile=profile)
+        os.makedirs(folder, exist_ok=True)
+        conf_path = asvconfig.write(conf, os.path.join(folder, "asv.conf.json"))
+        regex, params = BISECT_BENCH[phase]
+        log(f"jaxbench sensitivity: bisect {phase} +{fraction:.0%}: planted at commit {at} of "
+            f"{commits} ({planted[:8]})")
+        start = time.monotonic()
+        steps, named, step, case = bisect.bisect(
+            conf_path, release_hash, last, regex, params=params, work_dir=os.path.join(
+                work_dir, "builds"), say=log)
+        found.append(BisectFound(phase, case.name + case.params, planted, named or "", at,
+                                 step.ratio, len(steps), time.monotonic() - start))
+        log(f"jaxbench sensitivity: bisect {phase}: named {(named or 'nothing')[:8]}, planted "
+            f"{planted[:8]}")
+    return found
+
+
+def bisect_markdown(found, *, release, fraction, commits, profile, machine, load=None):
+    lines = [f"# Bisect self-test: a {fraction:.0%} slowdown hidden among {commits} commits "
+             f"after jax {release}", "",
+             f"Machine `{machine}`, profile `{profile}`; each phase's plant is one of "
+             f"{commits} commits (the others add a line to a text file), and `bisect` runs "
+             "from the release to the last commit, every step an interleaved comparison."
+             + (f" The machine while it ran: {load.summary()}." if load else ""), "",
+             "| phase | benchmark | planted at | measured step | bisect named | right? | "
+             "steps | minutes |", "|---|---|---|---|---|---|---|---|"]
+    for f in found:
+        named = f"`{f.named[:8]}`" if f.named else "nothing (no step)"
+        right = "yes" if f.named == f.planted else "**no**"
+        lines.append(f"| {f.phase} | `{md.cell(f.benchmark)}` | {f.position} "
+                     f"(`{f.planted[:8]}`) | {f.step:.3f}× | {named} | {right} | {f.steps} | "
+                     f"{f.seconds / 60:.1f} |")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- report
@@ -245,14 +382,19 @@ def _changes(changes, limit=6):
 
 
 def markdown(trials, *, release, phases, fractions, factor, profile, machine, bench,
-             use_stats=True, rounds=None, load=None):
-    judged = "with asv's statistics" if use_stats else "on medians alone (--no-stats)"
-    rounds_note = (f", {rounds} rounds per commit (`-a rounds={rounds}`)" if rounds
-                   else ", the profile's rounds")
+             use_stats=True, rounds=None, load=None, method="ab"):
+    if method == "ab":
+        how = (f"factor {factor}; each trial one interleaved A/B (`ab`) of the release and the "
+               "planted commit: their processes take turns (ABBA) until the Hodges-Lehmann "
+               "paired ratio's 95% interval decides, unresolved cases count as not flagged")
+    else:
+        judged = "with asv's statistics" if use_stats else "on medians alone (--no-stats)"
+        rounds_note = (f", {rounds} rounds per commit (`-a rounds={rounds}`)" if rounds
+                       else ", the profile's rounds")
+        how = (f"asv compare factor {factor} {judged}; each trial one `asv run "
+               f"--interleave-rounds` of the release and the planted commit{rounds_note}")
     lines = [f"# Sensitivity: slowdowns planted into jax {release}", "",
-             f"Machine `{machine}`, profile `{profile}`, asv compare factor {factor} {judged}"
-             "; each trial one `asv run --interleave-rounds` of the release "
-             f"and the planted commit{rounds_note}. Benchmarks: "
+             f"Machine `{machine}`, profile `{profile}`, {how}. Benchmarks: "
              + (", ".join(f"`{b}`" for b in bench) if bench else "the whole suite") + "."
              + (f" The machine while it ran: {load.summary()}." if load else ""),
              "", "A plant makes the phase take the fraction longer (each planted function spins "
@@ -345,6 +487,15 @@ def parse(argv):
                         help="judge medians against the factor alone, as asv compare "
                         "--no-stats (few samples, as in the quick profile, make asv's "
                         "intervals too wide to call even a large change)")
+    parser.add_argument("--method", choices=("ab", "asv"), default="ab",
+                        help="ab: each trial an interleaved A/B (default); asv: one asv run "
+                        "--interleave-rounds of both commits, judged by asv compare")
+    parser.add_argument("--bisect", action="store_true",
+                        help="instead of trials, bisect each phase's plant hidden among "
+                        "--commits neutral commits with the bisect command, and report "
+                        "whether it named the planted commit (the smallest --fractions)")
+    parser.add_argument("--commits", type=int, default=33,
+                        help="commits after the release in a --bisect history (default 33)")
     parser.add_argument("--keep-going", action="store_true",
                         help="try every fraction even after a phase missed a larger one")
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
@@ -356,7 +507,7 @@ def parse(argv):
         parser.error(f"--profile {args.profile!r}: use one of {', '.join(profiles.PROFILES)}")
     if args.rounds is not None and args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: must be 1 or more")
-    if not history.is_final(args.release):
+    if not versions.is_final(args.release):
         parser.error(f"--release {args.release!r} is not a release number like 0.10.2")
     return args
 
@@ -373,7 +524,8 @@ def main(argv=None):
         md.write(markdown(trials, release=args.release, phases=phases,
                           fractions=args.fractions, factor=args.factor,
                           profile=args.profile, machine=machine, bench=bench,
-                          use_stats=not args.no_stats, rounds=args.rounds, load=load),
+                          use_stats=not args.no_stats, rounds=args.rounds, load=load,
+                          method=args.method),
                  args.output)
 
     def say(text):
@@ -383,20 +535,31 @@ def main(argv=None):
         ensure_described(machine)
         with quiet.timing_session("sensitivity", allow_busy=args.allow_busy, say=say,
                                   record_path=os.path.join(work_dir, "quiet.jsonl")) as monitor:
-            trials = sweep(release=args.release, phases=phases, fractions=args.fractions,
-                           factor=args.factor, bench=bench, profile=args.profile,
-                           machine=machine, work_dir=work_dir, env_dir=args.env_dir,
-                           rounds=args.rounds, keep_going=args.keep_going,
-                           use_stats=not args.no_stats, log=say,
-                           on_trial=write if args.output else None)
+            if args.bisect:
+                found = bisect_trials(release=args.release, phases=phases,
+                                      fraction=min(args.fractions), commits=args.commits,
+                                      profile=args.profile, work_dir=work_dir, log=say)
+            else:
+                trials = sweep(release=args.release, phases=phases, fractions=args.fractions,
+                               factor=args.factor, bench=bench, profile=args.profile,
+                               machine=machine, work_dir=work_dir, env_dir=args.env_dir,
+                               rounds=args.rounds, keep_going=args.keep_going,
+                               use_stats=not args.no_stats, log=say, method=args.method,
+                               on_trial=write if args.output else None)
     except (SensitivityError, plants.PlantError, history.HistoryError, asvconfig.ConfigError,
-            calibrate.CalibrationError, UserError) as err:
+            calibrate.CalibrationError, ab.ABError, UserError) as err:
         print(f"jaxbench sensitivity: {err}", file=sys.stderr)
         return 2
     except quiet.BusyMachine as err:
         print(f"jaxbench sensitivity: {err}", file=sys.stderr)
         return 4
-    write(trials, monitor.record if monitor else None)
+    load = monitor.record if monitor else None
+    if args.bisect:
+        md.write(bisect_markdown(found, release=args.release, fraction=min(args.fractions),
+                                 commits=args.commits, profile=args.profile, machine=machine,
+                                 load=load), args.output)
+        return 0 if all(f.named for f in found) else 1
+    write(trials, load)
     print(f"jaxbench sensitivity: scratch results in {work_dir}", file=sys.stderr)
     clean = all(smallest_clean(trials, p) == min(args.fractions) for p in phases
                 if p != plants.CONTROL)
