@@ -21,8 +21,8 @@ def read(path, option="--config"):
     """The config at ``path`` exactly as written (a dict), parsed by asv's JSON reader (where
     asv is not installed, lines that start with // are dropped and the rest read as JSON)."""
     if not os.path.isfile(path):
-        raise ConfigError(f"{option} {path} does not exist; pass an asv config, e.g. asv.conf.json or "
-                          "the one 'python -m jaxbench_helpers config' writes")
+        raise ConfigError(f"{option} {path} does not exist; pass an asv config, e.g. "
+                          "asv.conf.json or the one 'python -m jaxbench_helpers config' writes")
     try:
         from asv import util
     except ImportError:
