@@ -119,6 +119,11 @@ def test_dashboard_filters_and_plots_both_machines(fleet):
         dashboard.screenshot("fleet-one-profile.png")
         assert sorted(plotted) == sorted(regular)
         assert dt.selector_values(page, "env-JAXBENCH_PROFILE") == ["quick", "regular"]
+        # a link straight to the graph, the first page a reader opens
+        page = dashboard.open(BENCHMARK)
+        assert page.evaluate("() => location.hash") == (
+            f"#{BENCHMARK}?env-JAXBENCH_PROFILE=regular")
+        assert sorted(dt.plotted_series(page)) == sorted(regular)
 
         page = dashboard.open(f"{BENCHMARK}?env-JAXBENCH_PROFILE=quick"
                               "&env-JAXBENCH_PROFILE=regular")

@@ -18,17 +18,16 @@
     var PAGES = ["", "summarylist", "regressions"];
     var GAP = 4;  /* pixels between two labels */
 
-    function one_profile() {
-        if (!window.$ || !$.asv || !$.asv.main_json) {
-            return;
-        }
-        var profiles = $.asv.main_json.params[PROFILE] || [];
+    /* The address to open instead of ``hash``: the same with one profile; null if it has one,
+       is not a graph, or the dashboard has a single profile. */
+    function with_one_profile(hash, index) {
+        var profiles = (index && index.params && index.params[PROFILE]) || [];
         if (profiles.length < 2) {
-            return;
+            return null;
         }
-        var info = $.asv.parse_hash_string(window.location.hash);
+        var info = $.asv.parse_hash_string(hash);
         if (PAGES.indexOf(info.location.join("/")) >= 0 || info.params[PROFILE]) {
-            return;
+            return null;
         }
         var pick = profiles[0];
         for (var i = PREFERRED.length - 1; i >= 0; --i) {
@@ -37,7 +36,12 @@
             }
         }
         info.params[PROFILE] = [pick];
-        window.location.replace($.asv.format_hash_string(info));
+        return $.asv.format_hash_string(info);
+    }
+
+    function replace_hash(hash) {
+        /* no hashchange event: asv is told once, for the address it should show */
+        window.history.replaceState(window.history.state, "", hash);
     }
 
     function tag_labels(graph) {
@@ -106,11 +110,35 @@
         }
     }
 
-    $(window).on("hashchange", one_profile);
-    $(document).ajaxSuccess(function (event, xhr, settings) {
-        if (settings.url.indexOf("index.json") === 0) {
-            one_profile();
+    /* Bound before asv's own handler (asv binds its after reading index.json): a link without
+       a profile is rewritten in place and asv renders only the rewritten one. Rendering both
+       let asv's two loads of graphs run at once and draw each line twice. */
+    $(window).on("hashchange", function (event) {
+        var hash = with_one_profile(window.location.hash, $.asv && $.asv.main_json);
+        if (hash !== null) {
+            event.stopImmediatePropagation();
+            replace_hash(hash);
+            $(window).trigger("hashchange");
         }
+    });
+    /* The first page: asv renders it as soon as index.json is read, so its address is set as
+       the index arrives, before asv sees it. */
+    $.ajaxPrefilter(function (options) {
+        if (options.url.indexOf("index.json") !== 0) {
+            return;
+        }
+        var filter = options.dataFilter;
+        options.dataFilter = function (data, type) {
+            try {
+                var hash = with_one_profile(window.location.hash, JSON.parse(data));
+                if (hash !== null) {
+                    replace_hash(hash);
+                }
+            } catch (err) {
+                /* an index that does not parse: asv says so itself */
+            }
+            return filter ? filter(data, type) : data;
+        };
     });
     $(function () {
         var graph = document.getElementById("main-graph");
