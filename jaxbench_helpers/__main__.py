@@ -4,7 +4,8 @@
     test      run the test suite
     history   build the release-history git repository from the jax sdists
     config    write an asv config pointed at another JAX repository
-    publish   asv publish, plus the dashboard's commit pages that lead to upstream JAX
+    publish   asv publish, plus the dashboard's libraries and its commit pages
+    serve     show a published dashboard at http://127.0.0.1:8080/ (it works offline)
     install   the asv install step (pairs a jax checkout with a jaxlib)
     report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
     ab        interleaved A/B comparison of two commits: verdicts a noisy machine cannot fake
@@ -26,6 +27,7 @@ COMMANDS = {
     "history": "host.history",
     "config": "host.asvconf",
     "publish": "host.publish",
+    "serve": "host.serve",
     "install": "install.step",
     "report": "analysis.report",
     "ab": "host.ab",

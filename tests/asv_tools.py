@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from jaxbench_helpers.common import asvconfig
-from jaxbench_helpers.host import asvconf
+from jaxbench_helpers.host import asvconf, pythons
 
 
 def git_repo(path):
@@ -26,8 +26,10 @@ def config(tmp_path, repo, profile="quick", **kwargs):
 
 
 def asv(conf, *args, env=None, timeout=3600):
-    """Run asv; returns (exit code, combined output)."""
+    """Run asv, finding the config's Pythons as the jaxbench commands do; returns (exit code,
+    combined output)."""
+    environ = pythons.asv_env(asvconfig.read(conf).get("pythons", []),
+                              dict(os.environ, **(env or {})))
     proc = subprocess.run([sys.executable, "-m", "asv", "--config", conf, *args],
-                          capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, **(env or {})))
+                          capture_output=True, text=True, timeout=timeout, env=environ)
     return proc.returncode, proc.stdout + proc.stderr

@@ -1,25 +1,31 @@
-"""The published dashboard in a real headless Chromium, and the commit pages publish writes.
+"""The published dashboard in a real headless Chromium that can reach nothing but the local
+server, and the commit pages publish writes.
 
-Two dashboards: the committed html/, and a fresh publish of the committed results/ against the
-release-history repository (rebuilt from the sdists, so its hashes are the results' own).
+Two dashboards: a copy of the committed html/ made offline as publish makes it, and a fresh
+publish of the committed results/ against the release-history repository (rebuilt from the
+sdists, so its hashes are the results' own).
 Every expectation comes from the data (index.json, the graph files, results/), so the tests
 hold whatever releases the committed dashboard covers. Screenshots go to tests/artifacts/.
 """
 
+import base64
 import glob
+import hashlib
 import html
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 
 import dashboard_tools as dt
 import pytest
 from asv_tools import config, git_repo
 
 from jaxbench_helpers.common import asvconfig, paths
-from jaxbench_helpers.host import asvconf, history, mainjob, publish
+from jaxbench_helpers.host import asvconf, dashboard, history, mainjob, publish
 
 BENCHMARK = "bench_matmul.SquareMatmul.time_run"
 COMMITTED_HTML = os.path.join(dt.ROOT, "html")
@@ -128,6 +134,73 @@ def test_publish_refuses_a_repository_without_the_published_commits(published, t
         publish.write_commit_pages(str(tmp / "html"), git_repo(tmp_path / "other"))
 
 
+# ---------------------------------------------------------------- self-contained, no browser
+
+
+def _tampered_cache(tmp_path, library):
+    """A tarball cache whose ``library`` file differs from the registry's by one byte."""
+    real = dashboard.tarball(library["package"], library["version"])
+    cache = tmp_path / "npm-cache"
+    cache.mkdir()
+    member = f"package/{library['file']}"
+    with tarfile.open(real) as src, tarfile.open(cache / os.path.basename(real), "w:gz") as out:
+        for info in src.getmembers():
+            body = src.extractfile(info).read() if info.isfile() else None
+            if info.name == member:
+                body = body.replace(b"jQuery", b"jQuerY", 1)
+                info.size = len(body)
+            out.addfile(info, io.BytesIO(body) if body is not None else None)
+    return cache
+
+
+def test_publish_refuses_a_library_file_that_is_not_the_pinned_one(tmp_path):
+    jquery = next(lib for lib in dashboard.libraries() if lib["package"] == "jquery")
+    cache = _tampered_cache(tmp_path, jquery)
+    html_dir = shutil.copytree(COMMITTED_HTML, tmp_path / "html")
+    with pytest.raises(dashboard.DashboardError, match=r"jquery@3\.3\.1 dist/jquery\.min\.js "
+                       r"has sha256 [0-9a-f]{64}, not the 160a426f"):
+        dashboard.make_offline(str(html_dir), cache=str(cache))
+    # the page still names the CDN: nothing was half rewritten
+    assert dashboard.external_addresses((html_dir / "index.html").read_text())
+
+
+def test_a_cdn_address_without_a_pinned_copy_is_an_error(tmp_path):
+    html_dir = shutil.copytree(COMMITTED_HTML, tmp_path / "html")
+    index = html_dir / "index.html"
+    extra = '<script src="https://cdn.example.org/lib/9.9/x.min.js"></script>'
+    index.write_text(index.read_text().replace("</head>", extra + "</head>", 1))
+    with pytest.raises(dashboard.DashboardError, match=r"cdn\.example\.org/lib/9\.9/x\.min\.js"):
+        dashboard.make_offline(str(html_dir))
+
+
+def test_the_pinned_files_are_what_asv_loads():
+    """Every address asv 0.6.6's page loads has a pinned copy, and each copy that is the same
+    build as the CDN's (the jsdelivr ones) has the hash asv's page pins for it."""
+    import asv
+
+    page = open(os.path.join(os.path.dirname(asv.__file__), "www", "index.html")).read()
+    pinned = {lib["cdn"]: lib for lib in dashboard.libraries() if lib["cdn"]}
+    assert sorted(dashboard.external_addresses(page)) == sorted(pinned)
+    for tag in re.findall(r"<(?:script|link)\b[^>]*>", page):
+        url = re.search(r'\b(?:src|href)="(https?://[^"]+)"', tag)
+        integrity = re.search(r'\bintegrity="sha256-([^"]+)"', tag)
+        if url and integrity:
+            expected = base64.b64decode(integrity.group(1)).hex()
+            assert pinned[url.group(1)]["sha256"] == expected, url.group(1)
+
+
+def test_committed_dashboard_loads_nothing_from_outside():
+    addresses = dashboard.external_addresses(open(os.path.join(COMMITTED_HTML,
+                                                               "index.html")).read())
+    if addresses and not os.path.exists(os.path.join(COMMITTED_HTML, dashboard.VENDOR)):
+        pytest.skip("the committed html/ was published before publish put its libraries beside "
+                    "it; the next publish does (tests below check a copy made offline)")
+    assert addresses == []
+    for library in dashboard.libraries():
+        path = os.path.join(COMMITTED_HTML, *dashboard.local_path(library).split("/"))
+        assert hashlib.sha256(open(path, "rb").read()).hexdigest() == library["sha256"], path
+
+
 # ---------------------------------------------------------------- in the browser
 
 
@@ -137,16 +210,26 @@ def browser():
         yield chromium
 
 
+@pytest.fixture(scope="module")
+def committed_offline(tmp_path_factory):
+    """A copy of the committed html/, made offline as publish makes it."""
+    html_dir = tmp_path_factory.mktemp("committed") / "html"
+    shutil.copytree(COMMITTED_HTML, html_dir)
+    dashboard.make_offline(str(html_dir))
+    return str(html_dir)
+
+
 @pytest.fixture(params=["committed", pytest.param("published", marks=pytest.mark.slow)])
 def board(request, browser):
     """(name, html folder, results folder, an open Dashboard)."""
     if request.param == "committed":
-        html_dir, results_dir = COMMITTED_HTML, COMMITTED_RESULTS
+        html_dir = request.getfixturevalue("committed_offline")
+        results_dir = COMMITTED_RESULTS
     else:
         tmp = request.getfixturevalue("published")[0]
         html_dir, results_dir = str(tmp / "html"), str(tmp / "results")
-    with dt.dashboard(browser, html_dir) as dashboard:
-        yield request.param, html_dir, results_dir, dashboard
+    with dt.dashboard(browser, html_dir) as board:
+        yield request.param, html_dir, results_dir, board
 
 
 def _measured_revisions(results_dir, index, benchmark):
@@ -162,38 +245,81 @@ def _measured_revisions(results_dir, index, benchmark):
     return found
 
 
-def test_graph_shows_a_point_per_measured_release_labelled_with_its_tag(board):
-    name, html_dir, results_dir, dashboard = board
+def test_summary_grid_shows_every_benchmark_offline(board):
+    name, html_dir, _, dashboard_ = board
+    index = dt.load_index(html_dir)
+    page = dashboard_.open()
+    page.wait_for_function("(n) => $('a.benchmark-container').length === n",
+                           arg=len(index["benchmarks"]))
+    # the grid draws the small plots in view: at least the first rows are drawn
+    page.wait_for_function("() => $('.benchmark-plot canvas').length > 0")
+    dashboard_.screenshot(f"{name}-grid.png")
+    hrefs = page.evaluate("() => $('a.benchmark-container').map(function () "
+                          "{ return $(this).attr('href'); }).get()")
+    assert sorted(hrefs) == sorted(f"#{b}" for b in index["benchmarks"])
+    assert dashboard_.outside == [] and dashboard_.errors == []
+
+
+def test_graph_shows_a_point_per_measured_release_labelled_with_its_version(board):
+    name, html_dir, results_dir, dashboard_ = board
     index = dt.load_index(html_dir)
     assert BENCHMARK in index["benchmarks"], f"{html_dir} has no {BENCHMARK}"
     expected = [s for f in dt.graph_files(html_dir, BENCHMARK) for s in dt.measured_series(f)]
     measured = set().union(*expected)
     assert measured == _measured_revisions(results_dir, index, BENCHMARK)
 
-    page = dashboard.open(BENCHMARK)
+    page = dashboard_.open(BENCHMARK)
     plotted = dt.plotted_series(page)
-    dashboard.screenshot(f"{name}-graph.png")
+    labels, offsets = dt.tag_labels(page)
+    width = page.evaluate("() => $('#main-graph').width()")
+    dashboard_.screenshot(f"{name}-graph.png")
     assert sorted(plotted) == sorted(expected)
 
-    labels, offsets = dt.tag_labels(page)
     tag_of = {revision: tag for tag, revision in index["tags"].items()}
     for revision in measured:
         tag = tag_of[revision]
-        assert tag in labels, f"no label {tag} over the point at revision {revision}"
-        assert abs(labels[tag] - offsets[str(revision)]) < 1.5
-    assert dashboard.errors == []
+        assert tag in labels, f"no label over the point of {tag} at revision {revision}"
+        text, left, right, line = labels[tag]
+        assert text == tag[len("jax-v"):], tag  # the version, not the cut "jax-v"
+        assert abs(line - offsets[str(revision)]) < 1.5
+        # it starts or ends at its release's line, and stays inside the graph
+        assert min(abs(left - line), abs(right - line)) < 1.5, (tag, left, right, line)
+        assert 0 <= left and right <= width, (tag, left, right, width)
+    # the newest measured release is labelled too
+    assert tag_of[max(measured)] in labels
+    shown = sorted((left, right) for _, left, right, _ in labels.values())
+    assert all(a[1] <= b[0] for a, b in zip(shown, shown[1:])), shown  # none covers another
+    assert dashboard_.outside == [] and dashboard_.errors == []
 
 
 def test_regressions_page_renders_its_table(board):
-    name, html_dir, _, dashboard = board
+    name, html_dir, _, dashboard_ = board
     with open(os.path.join(html_dir, "regressions.json")) as f:
         regressions = json.load(f)["regressions"]
     rows = sum(len(item[6]) for item in regressions if item[6] is not None)
-    page = dashboard.open("regressions")
+    page = dashboard_.open("regressions")
     page.wait_for_selector("#regressions-body table thead")
-    dashboard.screenshot(f"{name}-regressions.png")
+    dashboard_.screenshot(f"{name}-regressions.png")
     assert page.evaluate("() => $('#regressions-body table:visible tbody tr').length") == rows
-    assert dashboard.errors == []
+    assert dashboard_.outside == [] and dashboard_.errors == []
+
+
+def test_reading_page_is_linked_from_the_navigation_bar(board):
+    name, _, _, dashboard_ = board
+    page = dashboard_.open()
+    page.click("#nav-li-reading a")
+    page.wait_for_url(re.compile(r"/reading\.html$"))
+    assert page.inner_text("h1") == "How to read this dashboard"
+    text = page.inner_text("body")
+    for topic in ("JAXBENCH_PROFILE", "n/a", "time_lower", "time_dispatch_100_calls"):
+        assert topic in text
+    # its stylesheet is the dashboard's own copy of Bootstrap
+    assert page.evaluate("() => getComputedStyle(document.querySelector('h1')).fontFamily"
+                         ".includes('Helvetica')")
+    dashboard_.screenshot(f"{name}-reading.png")
+    page.click("text=back to the dashboard")
+    page.wait_for_function("() => window.$ && $.asv && $.asv.main_json")
+    assert dashboard_.outside == [] and dashboard_.errors == []
 
 
 @pytest.mark.slow
@@ -201,8 +327,8 @@ def test_a_graph_point_links_to_its_commit_page_which_leads_upstream(published, 
     tmp, _, repo = published
     html_dir = tmp / "html"
     index = dt.load_index(html_dir)
-    with dt.dashboard(browser, html_dir) as dashboard:
-        page = dashboard.open(BENCHMARK)
+    with dt.dashboard(browser, html_dir) as board_:
+        page = board_.open(BENCHMARK)
         dt.plotted_series(page)
         x, y, revision = page.evaluate("""() => {
             var plot = $('#main-graph').data('plot');
@@ -217,24 +343,24 @@ def test_a_graph_point_links_to_its_commit_page_which_leads_upstream(published, 
         upstream = publish.upstream_commit(_git(repo, "log", "-1", "--format=%B", commit))
         href = page.evaluate("(rev) => new URL($.asv.main_json.show_commit_url + "
                              "$.asv.get_commit_hash(rev), location.href).href", revision)
-        assert href == f"{dashboard.base_url}commits/{short}"
+        assert href == f"{board_.base_url}commits/{short}"
         with page.expect_popup() as popup:
             page.mouse.click(x, y)
         opened = popup.value
         opened.wait_for_url(re.compile(r"^https://github\.com/"))
-        dashboard.page = opened
+        board_.page = opened
         # the stub that answered for github.com: the page is not fetched from there
         assert opened.url == f"{publish.UPSTREAM}/commit/{upstream}"
-        assert dashboard.outside == [opened.url]
+        assert board_.outside == [opened.url]
 
-        page = dashboard.open("regressions")
+        page = board_.open("regressions")
         page.wait_for_selector("#regressions-body table thead")
         for link in page.evaluate("() => $('#regressions-body a[href^=\"commits/\"]')"
                                   ".map(function () { return this.href; }).get()"):
             answer = page.request.get(link)
             assert answer.ok, link
             assert _refresh_target(answer.text()).startswith(publish.UPSTREAM + "/"), link
-        assert dashboard.errors == [], dashboard.errors
+        assert board_.errors == [], board_.errors
 
 
 def test_committed_dashboard_has_a_page_for_each_commit_link():

@@ -3,11 +3,13 @@ second machine name, merged in one results folder and published together.
 
 The second machine is this host under another name (``cpu-box-b``, its own machine.json with
 this host's real facts): it runs one release it shares with the committed machine, as a box
-of the fleet runs the releases listed in a hash file, and only the Versions benchmark.
+of the fleet runs the releases listed in a hash file, and only the Versions benchmark, at the
+regular profile (the committed history is quick).
 """
 
 import json
 import os
+import re
 import shutil
 
 import dashboard_tools as dt
@@ -89,18 +91,45 @@ def test_second_machine_graph_holds_the_version_it_ran(fleet):
     assert points[revision] == major * 10000 + minor * 100 + micro
 
 
+def _profile_of(graph_file):
+    return re.search(r"env-JAXBENCH_PROFILE-(\w+)", graph_file).group(1)
+
+
 def test_dashboard_filters_and_plots_both_machines(fleet):
+    """The committed history is quick, the second machine ran regular: a graph opens on one
+    profile (regular), and asked for both it plots every machine's line."""
     tmp, first_machines, _, _ = fleet
     html_dir = tmp / "html"
     files = dt.graph_files(html_dir, BENCHMARK)
     machines = sorted([*first_machines, SECOND_MACHINE])
     assert sorted({m for f in files for m in machines if f"machine-{m}" + os.sep in f}) == machines
+    assert sorted(dt.load_index(html_dir)["params"]["env-JAXBENCH_PROFILE"]) == [
+        "quick", "regular"]
     expected = [s for f in files for s in dt.measured_series(f)]
+    regular = [s for f in files if _profile_of(f) == "regular" for s in dt.measured_series(f)]
+    assert regular and len(regular) < len(expected)
     with dt.chromium() as browser, dt.dashboard(browser, html_dir) as dashboard:
+        # from the summary grid, as a reader comes
+        page = dashboard.open()
+        page.click(f"a.benchmark-container[href='#{BENCHMARK}']")
+        page.wait_for_function("() => location.hash.includes('JAXBENCH_PROFILE')")
+        assert page.evaluate("() => location.hash") == (
+            f"#{BENCHMARK}?env-JAXBENCH_PROFILE=regular")
+        plotted = dt.plotted_series(page)
+        dashboard.screenshot("fleet-one-profile.png")
+        assert sorted(plotted) == sorted(regular)
+        assert dt.selector_values(page, "env-JAXBENCH_PROFILE") == ["quick", "regular"]
+        # a link straight to the graph, the first page a reader opens
         page = dashboard.open(BENCHMARK)
+        assert page.evaluate("() => location.hash") == (
+            f"#{BENCHMARK}?env-JAXBENCH_PROFILE=regular")
+        assert sorted(dt.plotted_series(page)) == sorted(regular)
+
+        page = dashboard.open(f"{BENCHMARK}?env-JAXBENCH_PROFILE=quick"
+                              "&env-JAXBENCH_PROFILE=regular")
         plotted = dt.plotted_series(page)
         dashboard.screenshot("fleet-machines.png")
         assert sorted(dt.selector_values(page, "machine")) == machines
         # every machine's line (one per machine and environment), with its releases
         assert sorted(plotted) == sorted(expected)
-        assert dashboard.errors == []
+        assert dashboard.errors == [] and dashboard.outside == []

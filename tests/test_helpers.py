@@ -231,3 +231,30 @@ def test_span_spreads_releases_evenly_and_keeps_both_ends():
     assert mainjob.spread(releases[:5], 13) == releases[:5]
     with pytest.raises(SystemExit, match="at least 2"):
         mainjob.spread(releases, 1)
+
+
+def test_derived_config_keeps_or_takes_the_benchmark_pythons(tmp_path):
+    (tmp_path / ".git").mkdir()
+    assert asvconf.derive(str(tmp_path))["pythons"] == asvconfig.read(paths.CONFIG)["pythons"]
+    assert asvconf.derive(str(tmp_path), pythons=["3.13"])["pythons"] == ["3.13"]
+
+
+def test_serve_command_shows_a_dashboard_folder(tmp_path):
+    import subprocess
+    import sys
+    import urllib.request
+
+    (tmp_path / "index.html").write_text("<title>a dashboard</title>")
+    server = subprocess.Popen([sys.executable, "-m", "jaxbench_helpers", "serve", "--html-dir",
+                               str(tmp_path), "--port", "0"], cwd=paths.ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        url = line.split(" at ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:")
+        assert urllib.request.urlopen(url, timeout=30).read() == b"<title>a dashboard</title>"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    proc = _cli("serve", "--html-dir", str(tmp_path / "nothing"))
+    assert proc.returncode == 2 and "no dashboard in" in proc.stderr

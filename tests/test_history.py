@@ -1,6 +1,8 @@
-"""The release-history repository, built from real PyPI sdists with real git (about a minute)."""
+"""The release-history repository, built from real PyPI sdists with real git (about a minute;
+the whole history from 0.4.20, in a slow test, a few more)."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -8,6 +10,7 @@ import tarfile
 
 import pytest
 
+from jaxbench_helpers.common import paths
 from jaxbench_helpers.host import history
 from jaxbench_helpers.runtime import versions
 
@@ -161,3 +164,39 @@ def test_upstream_hash_forms():
 
 def test_upstream_table_agrees_with_sdists_that_record_their_commit():
     assert history.upstream_commit("0.10.2") == UPSTREAM_0_10_2
+
+
+def test_the_history_grows_past_what_python_3_11_admits(built, sdist_cache, tmp_path):
+    """jax 0.11+ needs Python 3.12: the releases are chosen by the Python they are benchmarked
+    on, not the one running this, and extending the history keeps the older hashes."""
+    repo = tmp_path / "jax"
+    assert history.build(repo, first=FIRST, last=LAST, sdist_cache=sdist_cache) == built[1]
+    grown = history.build(repo, first=FIRST, last="0.11.0", sdist_cache=sdist_cache)
+    assert grown[:2] == EXPECTED
+    assert [v for v, _ in grown] == ["0.10.1", "0.10.2", "0.11.0"]
+    info = history.read_sdist(history.sdist_path(sdist_cache, "0.11.0"), "0.11.0")
+    assert not versions.admits(info.requires_python, "3.11")
+    # asked for 3.11 alone, the same release is refused, saying why
+    with pytest.raises(history.HistoryError, match=r"jax 0\.11\.0 needs Python >=3\.1[2-9]"):
+        history.build(tmp_path / "other", first="0.11.0", last="0.11.0", python_version="3.11",
+                      sdist_cache=sdist_cache)
+
+
+@pytest.mark.slow
+def test_the_whole_history_keeps_the_hashes_the_committed_results_were_measured_at(tmp_path):
+    """Releases already in the history keep their commits as it grows to the newest release:
+    every committed result's commit is the release its Versions benchmark says it ran."""
+    commits = dict((c, v) for v, c in history.build(tmp_path / "jax",
+                                                    sdist_cache=history.default_cache()))
+    assert "0.12.0.1" in commits.values()
+    measured = 0
+    for path in glob.glob(os.path.join(paths.RESULTS, "*", "*.json")):
+        data = json.load(open(path))
+        if "commit_hash" not in data:
+            continue
+        row = dict(zip(data["result_columns"],
+                       data["results"]["bench_environment.Versions.track_jax_version"]))
+        assert data["commit_hash"] in commits, path
+        assert versions.encoded(commits[data["commit_hash"]]) == row["result"][0], path
+        measured += 1
+    assert measured >= 13

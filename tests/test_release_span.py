@@ -1,50 +1,141 @@
 """The same suite, unchanged, imports and runs on the oldest and the newest supported release.
 
-The newest (the test environment's jax) is covered by test_asv_suite; this runs every benchmark
-once, with asv, in a plain virtualenv holding the oldest supported release. A case whose API
-the release lacks must skip (n/a), never fail.
+Every benchmark runs once, with asv, in a plain virtualenv holding the release on the Python it
+is benchmarked on (``pythons.plan``). A case whose API the release lacks must skip (n/a), never
+fail, and the set of n/a cases is pinned per release: a compat probe that regresses (every
+``time_lower`` silently n/a, say) changes the set and fails the test.
 """
 
+import glob
+import itertools
+import json
+import math
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 from asv_tools import asv, config, git_repo
 
 from jaxbench_helpers.common import paths
+from jaxbench_helpers.host import history, pythons
+from jaxbench_helpers.install import step as install
+from jaxbench_helpers.runtime.versions import release
 
 pytestmark = pytest.mark.slow
 
-OLDEST = "0.4.20"
+OLDEST, NEWEST = "0.4.20", "0.12.0.1"
 SPAN_VENVS = os.path.join(paths.ROOT, ".asv", "span")
+
+# On a CPU: benchmark x parameters -> the gist of why it is n/a there. Where the skip happens in
+# setup, asv prints the reason ("asv: skipped: ..."), and the gist must be among those printed.
+GPU_ONLY = "GPU-only"
+NO_ALLOCATOR_STATS = "reports no allocator statistics"
+ON_EVERY_RELEASE = {
+    **{f"bench_gpu.MatmulThroughput.{method}('{dtype}')": GPU_ONLY
+       for method in ("time_run", "track_achieved_flops_per_second",
+                      "track_peak_flops_per_second")
+       for dtype in ("float32", "bfloat16", "float16")},
+    **{f"bench_memory.{workload}.track_device_peak_bytes('float32')": NO_ALLOCATOR_STATS
+       for workload in ("CNNTrainStep", "MLPTrainStep", "TransformerBlock")},
+}
+NO_TRACE = "lowering alone needs jax.jit(f).trace"
+NO_CPU_PERSISTENT_CACHE = "writes no persistent compilation cache entries"
+NO_BUFFER_SIZES = "memory_analysis() of this jax reports no"
+EXPECTED_NA = {
+    OLDEST: {
+        **ON_EVERY_RELEASE,
+        **{f"bench_matmul.{w}.time_lower('{d}')": NO_TRACE
+           for w in ("SquareMatmul", "CenteredGram") for d in ("float32", "float64")},
+        **{f"bench_models.{w}.time_lower('float32')": NO_TRACE
+           for w in ("MLPTrainStep", "CNNTrainStep", "TransformerBlock", "ODEIntegration")},
+        **{f"bench_staging.AddChain.time_lower({n})": NO_TRACE for n in (10, 100, 1000)},
+        **{f"bench_staging.{w}.time_lower('float32')": NO_TRACE
+           for w in ("NestedJitCalls", "ScanMlp", "WhileLoopKepler", "GradVmapRemat",
+                     "Rk4Steps")},
+        **{f"bench_staging.PersistentCache.{m}('float32')": NO_CPU_PERSISTENT_CACHE
+           for m in ("time_compile", "time_load_from_persistent_cache")},
+        **{f"bench_models.{w}.{m}('float32')": NO_BUFFER_SIZES
+           for w in ("MLPTrainStep", "CNNTrainStep", "TransformerBlock", "ODEIntegration")
+           for m in ("track_output_bytes", "track_temp_bytes")},
+    },
+    NEWEST: dict(ON_EVERY_RELEASE),
+}
+# the gists asv prints because the skip happens in setup (a skip inside the timed method leaves
+# no message in asv's output)
+PRINTED = {GPU_ONLY, NO_CPU_PERSISTENT_CACHE}
+
+
+def benchmark_python(version):
+    """The Python ``version`` is benchmarked on, by the policy over the whole history."""
+    return dict(history.python_plan())[version][0]
 
 
 def release_venv(version):
     """A virtualenv with jax and jaxlib ``version`` and this checkout's helpers (made once)."""
-    path = os.path.join(SPAN_VENVS, f"jax-{version}")
+    python_version = benchmark_python(version)
+    path = os.path.join(SPAN_VENVS, f"jax-{version}-py{python_version}")
     python = os.path.join(path, "bin", "python")
     stamp = os.path.join(path, "jaxbench-ready")
     if not os.path.exists(stamp):
-        subprocess.run([sys.executable, "-m", "venv", "--clear", path], check=True)
+        base = pythons.find(python_version)
+        subprocess.run([base, "-m", "venv", "--clear", path], check=True)
         pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        numpy = ["numpy<2", "scipy<1.14"] if version.startswith("0.4.") else []
+        numpy = (["numpy<2", "scipy<1.14"]
+                 if release(version) < install.FIRST_JAXLIB_FOR_NUMPY2 else [])
         subprocess.run(pip + [f"jax=={version}", f"jaxlib=={version}", "asv_runner==0.2.5",
-                              "pympler", *numpy], check=True)
+                              "pympler", *install.HELPER_REQUIREMENTS, *numpy], check=True)
         subprocess.run(pip + ["--no-deps", "-e", paths.ROOT], check=True)
         open(stamp, "w").close()
     return python
 
 
-def test_every_benchmark_runs_or_skips_on_the_oldest_release(tmp_path):
-    python = release_venv(OLDEST)
-    conf = config(tmp_path, git_repo(tmp_path / "repo"))
+def outcomes(results_dir):
+    """{'module.Class.method(params)': value}: NaN for n/a, None for a failure."""
+    found = {}
+    for path in glob.glob(os.path.join(results_dir, "span", "*.json")):
+        if path.endswith("machine.json"):
+            continue
+        data = json.load(open(path))
+        columns = data["result_columns"]
+        for name, row in data["results"].items():
+            row = dict(zip(columns, row))
+            combos = list(itertools.product(*row["params"])) or [()]
+            for combo, value in zip(combos, row["result"]):
+                found[f"{name}({', '.join(combo)})" if combo else name] = value
+    return found
+
+
+@pytest.mark.parametrize("version", [OLDEST, NEWEST])
+def test_every_benchmark_runs_or_skips_as_pinned(version, tmp_path):
+    python = release_venv(version)
+    repo = git_repo(tmp_path / "repo")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    conf = config(tmp_path, repo)
     rc, out = asv(conf, "machine", "--yes", "--machine", "span")
     assert rc == 0, out
-    rc, out = asv(conf, "run", f"--environment=existing:{python}", "--quick", "--dry-run",
-                  "--show-stderr", "--machine", "span", env={"JAXBENCH_PROFILE": "quick"})
+    # saved (into tmp_path), not --dry-run: the results say which case was n/a; asv saves an
+    # existing environment's results only under a commit named for them
+    rc, out = asv(conf, "run", f"--environment=existing:{python}", "--quick", "--show-stderr",
+                  "--set-commit-hash", head, "--machine", "span",
+                  env={"JAXBENCH_PROFILE": "quick"})
     (tmp_path / "run.log").write_text(out)
-    failed = re.findall(r"^\[\s*[\d.]+%\] ··· (\S+)\s+failed$", out, re.M)
-    assert rc == 0 and not failed, out
-    assert "track_jax_version" in out and "420" in out  # it really ran jax 0.4.20
+    found = outcomes(tmp_path / "results")
+    failed = sorted(name for name, value in found.items() if value is None)
+    assert rc == 0 and not failed, (
+        f"asv exit {rc}, failed on jax {version}: {failed}\n{out[-20000:]}")
+    assert len(found) > 250, out  # every benchmark was run, not a subset
+    na = {name for name, value in found.items() if isinstance(value, float) and math.isnan(value)}
+    expected = EXPECTED_NA[version]
+    assert sorted(na - set(expected)) == [], f"n/a on jax {version}, not expected"
+    assert sorted(set(expected) - na) == [], f"expected n/a on jax {version}, but measured"
+    printed = set(re.findall(r"asv: skipped: \w+\((.*)\)\s*$", out, re.M))
+    for reason in printed:
+        assert any(gist in reason for gist in PRINTED & set(expected.values())), reason
+    for gist in PRINTED & set(expected.values()):
+        assert any(gist in reason for reason in printed), gist
+    # it really ran this jax
+    major, minor, micro = (release(version) + (0, 0, 0))[:3]
+    assert found["bench_environment.Versions.track_jax_version"] == (
+        major * 10000 + minor * 100 + micro)

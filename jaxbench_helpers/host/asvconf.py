@@ -18,8 +18,9 @@ from . import publish
 
 
 def derive(repo, *, results_dir=None, html_dir=None, env_dir=None, profile=None,
-           platforms=None, branches=None, show_commit_url=None):
-    """The committed config with ``repo`` and any given folders or matrix values replaced."""
+           platforms=None, branches=None, show_commit_url=None, pythons=None):
+    """The committed config with ``repo`` and any given folders, matrix values or ``pythons``
+    (versions like 3.12) replaced."""
     conf = asvconfig.read(paths.CONFIG)
     if not os.path.isdir(os.path.join(repo, ".git")) and not os.path.isdir(
             os.path.join(repo, "objects")):
@@ -45,6 +46,8 @@ def derive(repo, *, results_dir=None, html_dir=None, env_dir=None, profile=None,
         env["JAXBENCH_PLATFORM"] = list(platforms)
     if branches:
         conf["branches"] = list(branches)
+    if pythons:
+        conf["pythons"] = list(pythons)
     if show_commit_url is None and is_release_history(repo, conf["branches"][0]):
         # its hashes are not upstream's: link the pages publish writes, which lead upstream
         show_commit_url = publish.COMMIT_PAGES

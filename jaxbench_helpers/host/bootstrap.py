@@ -1,12 +1,12 @@
 """A project virtual environment (.venv) with asv and the test tools, made on first use.
 
-The README's commands run through here, so a fresh machine needs only Python 3.11+ and git.
+The README's commands run through here, so a fresh machine needs only Python 3.11+ and git,
+and for the benchmarks the Python they run on (3.12, found by ``pythons``: on PATH or pyenv).
 The environment is rebuilt when pyproject.toml changes.
 """
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 
@@ -15,7 +15,6 @@ from ..common.paths import ROOT, VENV
 PYTHON = os.path.join(VENV, "bin", "python")
 STAMP = os.path.join(VENV, "jaxbench-installed")
 # the dashboard tests drive Debian's Chromium (Playwright cannot download its own browser here)
-# and fetch the dashboard's JavaScript libraries with npm
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -32,14 +31,9 @@ class BrowserSetupError(RuntimeError):
     pass
 
 
-def _missing_browser_packages():
-    missing = [] if os.path.exists(CHROMIUM) else ["chromium"]
-    return missing + ([] if shutil.which("npm") else ["npm"])
-
-
 def ensure_browser():
-    """Install Debian's chromium (and npm) when missing, for the dashboard tests."""
-    packages = _missing_browser_packages()
+    """Install Debian's chromium when missing, for the dashboard tests."""
+    packages = [] if os.path.exists(CHROMIUM) else ["chromium"]
     if not packages:
         return
     print(f"jaxbench: installing {' '.join(packages)} from Debian's packages", flush=True)
@@ -52,14 +46,14 @@ def ensure_browser():
             failed = "apt-get is not on PATH"
         if failed:
             raise BrowserSetupError(
-                f"'{' '.join(step)}' failed ({failed}). The dashboard tests need {CHROMIUM} and "
-                "npm: install them as root ('apt-get install -y chromium npm' on Debian), then "
-                "run the tests again")
+                f"'{' '.join(step)}' failed ({failed}). The dashboard tests need {CHROMIUM}: "
+                "install it as root ('apt-get install -y chromium' on Debian), then run the "
+                "tests again")
 
 
 def ensure(browser=False):
     """Create or update .venv; returns its python. ``browser``: also install what the
-    dashboard tests drive (Debian's chromium, npm)."""
+    dashboard tests drive (Debian's chromium)."""
     if sys.version_info < (3, 11):
         sys.exit(f"jaxbench needs Python 3.11 or newer to run (this is {sys.version.split()[0]})")
     if browser:
@@ -81,8 +75,22 @@ def ensure(browser=False):
     return PYTHON
 
 
+def ensure_benchmark_pythons():
+    """Fail early, saying what to install, when the Python the benchmarks run on is missing
+    (the end-to-end tests build asv environments with it)."""
+    from . import pythons
+
+    try:
+        for version in pythons.committed():
+            pythons.find(version)
+    except pythons.PythonError as err:
+        sys.exit(f"jaxbench: {err}")
+
+
 def reexec_inside(argv):
     """Run ``python -m jaxbench_helpers ARGV`` in .venv, replacing this process."""
+    if argv[:1] == ["test"]:
+        ensure_benchmark_pythons()
     python = ensure(browser=argv[:1] == ["test"])
     os.chdir(ROOT)
     os.execv(python, [python, "-m", "jaxbench_helpers", *argv])

@@ -5,8 +5,11 @@ benchmark release after release without reaching GitHub. The build is determinis
 same releases give the same commit hashes on any machine, and a rerun only appends releases
 that are new since the last one.
 
+Which releases it holds: those whose sdist's Requires-Python admits the Python each is
+benchmarked on (``pythons.plan``), or ``--python-version`` where given.
+
     python -m jaxbench_helpers history --dest PATH [--first 0.4.20] [--last X]
-        [--python-version 3.11] [--sdist-cache DIR]
+        [--python-version 3.12] [--sdist-cache DIR]
 """
 
 import argparse
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 from ..common import git
 from ..runtime.versions import VersionError, admits, is_final, version_key
+from . import pythons
 
 FIRST = "0.4.20"
 IDENTITY = ("jaxbench", "jaxbench@localhost")
@@ -49,13 +53,6 @@ def log(message):
     print(f"jaxbench history: {message}", flush=True)
 
 
-# ---------------------------------------------------------------- versions
-
-
-def running_python():
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
 # ---------------------------------------------------------------- PyPI
 
 
@@ -68,16 +65,17 @@ def _tail(result, lines=15):
     return "\n".join((result.stdout + result.stderr).strip().splitlines()[-lines:])
 
 
+@functools.cache
 def available_versions():
     """jax's final releases on the package index, oldest first (pip leaves out yanked ones)."""
     # Requires-Python is judged later from each sdist, against the chosen Python, not this one
-    result = _pip("index", "versions", "jax", "--ignore-requires-python")
-    line = next((ln for ln in result.stdout.splitlines() if ln.startswith("Available versions:")),
-                None)
-    if result.returncode or line is None:
-        raise HistoryError("'pip index versions jax' failed; is the package index reachable?\n"
-                           + _tail(result))
-    versions = [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+    try:
+        versions = pythons.index_versions("jax", "--ignore-requires-python")
+    except pythons.PythonError as err:
+        raise HistoryError(str(err)) from None
+    if not versions:
+        raise HistoryError("'pip index versions jax' lists nothing; is the package index "
+                           "reachable?")
     return sorted((v for v in versions if is_final(v)), key=version_key)
 
 
@@ -126,6 +124,7 @@ class Sdist:
     date: int  # mtime of PKG-INFO: when the sdist was made
     requires_python: str
     git_hash: str  # the upstream commit, or "unknown" for releases that do not record it
+    minimum_jaxlib: str = ""  # jax/version.py's _minimum_jaxlib_version
 
 
 def _members(tar, version):
@@ -151,6 +150,12 @@ def upstream_commit(version):
         return json.load(f).get(version)
 
 
+def _minimum_jaxlib(version_py):
+    match = re.search(r"^_minimum_jaxlib_version\s*(?::\s*str)?\s*=\s*['\"]([^'\"]+)['\"]",
+                      version_py, re.M)
+    return match.group(1) if match else ""
+
+
 def _git_hash(version_py, version):
     match = re.search(r"^_git_hash\s*(?::\s*str)?\s*=\s*['\"]([0-9a-fA-F]+)['\"]", version_py,
                       re.M)
@@ -159,6 +164,7 @@ def _git_hash(version_py, version):
     return upstream_commit(version) or "unknown"
 
 
+@functools.cache
 def read_sdist(path, version):
     """Date, Requires-Python and upstream commit of the sdist at ``path``."""
     try:
@@ -173,16 +179,16 @@ def read_sdist(path, version):
         raise HistoryError(f"cannot read {path} ({err}); delete it to download it again") from err
     headers = email.parser.HeaderParser().parsestr(pkg_info)
     return Sdist(version, int(members["PKG-INFO"].mtime),
-                 (headers.get("Requires-Python") or "").strip(), _git_hash(source, version))
+                 (headers.get("Requires-Python") or "").strip(), _git_hash(source, version),
+                 _minimum_jaxlib(source))
 
 
-def list_releases(first=FIRST, last=None, python_version=None, sdist_cache=None):
-    """The releases to build, oldest first: final releases from ``first`` to ``last`` (default:
-    the newest) that have an sdist whose Requires-Python admits ``python_version``.
+def release_infos(first=FIRST, last=None, sdist_cache=None):
+    """What the sdists of jax's final releases from ``first`` to ``last`` (default: the newest)
+    say about themselves ([Sdist], oldest first); a release without an sdist is left out.
 
-    Downloads the sdists into ``sdist_cache``, since their PKG-INFO says which Python they need.
+    Downloads the sdists into ``sdist_cache``: their PKG-INFO says which Python they need.
     """
-    python_version = python_version or running_python()
     cache = sdist_cache or default_cache()
     versions = available_versions()
     for name, given in (("--first", first), ("--last", last)):
@@ -192,32 +198,60 @@ def list_releases(first=FIRST, last=None, python_version=None, sdist_cache=None)
     low, high = version_key(first), version_key(last) if last else None
     if high is not None and high < low:
         raise HistoryError(f"--last {last} comes before --first {first}")
-    chosen, excluded = [], []
+    infos = []
     for version in versions:
         key = version_key(version)
         if key < low or (high is not None and key > high):
             continue
-        required = version in (first, last)
         path = fetch_sdist(version, cache)
         if path is None:
-            if required:
+            if version in (first, last):
                 raise HistoryError(f"jax {version} has no sdist on the package index; pick "
                                    "another --first or --last")
             log(f"skipping jax {version}: it has no sdist on the package index")
             continue
-        requires = read_sdist(path, version).requires_python
-        if not admits(requires, python_version):
-            if required:
-                raise HistoryError(f"jax {version} needs Python {requires}, not "
-                                   f"{python_version}; pass another --python-version or release")
-            excluded.append(f"{version} (Requires-Python {requires})")
-            continue
-        chosen.append(version)
+        infos.append(read_sdist(path, version))
+    return infos
+
+
+def python_plan(first=FIRST, last=None, sdist_cache=None):
+    """[(version, (python, ...))]: the Python each release from ``first`` to ``last`` is
+    benchmarked on (``pythons.plan``; none for a release no Python admits)."""
+    infos = release_infos(first, last, sdist_cache)
+    try:
+        return pythons.plan(infos, pythons.candidates(infos))
+    except pythons.PythonError as err:
+        raise HistoryError(str(err)) from None
+
+
+def list_releases(first=FIRST, last=None, python_version=None, sdist_cache=None):
+    """The releases to build, oldest first: final releases from ``first`` to ``last`` (default:
+    the newest) that have an sdist whose Requires-Python admits the Python they are benchmarked
+    on (``python_version``, else each release's own from ``python_plan``)."""
+    infos = release_infos(first, last, sdist_cache)
+    if python_version:
+        admitted = {i.version for i in infos if admits(i.requires_python, python_version)}
+        judged = f"Python {python_version}"
+    else:
+        try:
+            plan = pythons.plan(infos, pythons.candidates(infos))
+        except pythons.PythonError as err:
+            raise HistoryError(str(err)) from None
+        admitted = {version for version, chosen in plan if chosen}
+        judged = "every Python the index has a jaxlib for"
+        log("benchmark Pythons: " + pythons.stretches(plan))
+    excluded = [f"{i.version} (Requires-Python {i.requires_python})" for i in infos
+                if i.version not in admitted]
+    for info in infos:
+        if info.version in (first, last) and info.version not in admitted:
+            raise HistoryError(f"jax {info.version} needs Python {info.requires_python}, not "
+                               f"{judged}; pass another --python-version or release")
     if excluded:
-        log(f"excluded for Python {python_version}: jax " + ", ".join(excluded))
+        log(f"excluded for {judged}: jax " + ", ".join(excluded))
+    chosen = [i.version for i in infos if i.version in admitted]
     if not chosen:
         raise HistoryError(f"no jax release from {first} to {last or 'the newest'} has an sdist "
-                           f"for Python {python_version}")
+                           f"for {judged}")
     return chosen
 
 
@@ -396,9 +430,8 @@ def build(dest, first=FIRST, last=None, python_version=None, sdist_cache=None):
     Returns [(version, commit hash)] for the releases from ``first`` to ``last``, oldest first.
     """
     dest = os.path.abspath(dest)
-    python_version = python_version or running_python()
-    if not re.fullmatch(r"\d+(\.\d+)*", python_version):
-        raise HistoryError(f"--python-version {python_version!r} is not like 3.11")
+    if python_version and not re.fullmatch(r"\d+(\.\d+)*", python_version):
+        raise HistoryError(f"--python-version {python_version!r} is not like 3.12")
     cache = os.path.abspath(sdist_cache or default_cache())
     existing = _existing(dest)  # before any download: a wrong --dest fails fast
     wanted = list_releases(first, last, python_version, cache)
@@ -428,11 +461,10 @@ def main(argv=None):
         prog="python -m jaxbench_helpers history", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dest", required=True, help="the repository to build or extend")
     parser.add_argument("--first", default=FIRST, help=f"oldest release (default {FIRST})")
-    parser.add_argument("--last", help="newest release (default: the newest whose sdist admits "
-                        "--python-version)")
-    parser.add_argument("--python-version", default=running_python(),
-                        help="leave out releases whose Requires-Python excludes this "
-                        "(default: this interpreter's, %(default)s)")
+    parser.add_argument("--last", help="newest release (default: the newest on the index)")
+    parser.add_argument("--python-version",
+                        help="leave out releases whose Requires-Python excludes this Python "
+                        "(default: the Python each release is benchmarked on)")
     parser.add_argument("--sdist-cache", default=default_cache(),
                         help="where the sdists are kept (default %(default)s)")
     args = parser.parse_args(argv)

@@ -1,8 +1,9 @@
 """The main job: JAX's newest releases, benchmarked and published.
 
 Builds (or extends) the release-history repository, points a derived asv configuration at it,
-runs the suite over the newest releases this Python can install, and publishes ``html/`` from
-``results/``. A rerun skips what already succeeded, so an interrupted run resumes.
+runs the suite over the newest releases, each on the Python chosen for it (``pythons``), and
+publishes ``html/`` from ``results/``. A rerun skips what already succeeded, so an interrupted
+run resumes. It refuses a machine name whose recorded hardware is not this host's.
 """
 
 import argparse
@@ -11,9 +12,9 @@ import subprocess
 import sys
 import time
 
-from ..common import asvconfig, machine, paths
+from ..common import asvconfig, git, machine, paths
 from ..common.machine import machine_name
-from . import asvconf, history, publish
+from . import asvconf, history, publish, pythons
 
 FIRST_RELEASE = "0.4.20"
 
@@ -29,11 +30,32 @@ def spread(releases, count):
     return [releases[i] for i in picks]
 
 
-def asv(config, *args):
+def asv(config, *args, env=None):
     """Run asv with ``config``; returns its exit code."""
     cmd = [sys.executable, "-m", "asv", "--config", config, *args]
     print("jaxbench: " + " ".join(cmd), flush=True)
-    return subprocess.run(cmd).returncode
+    return subprocess.run(cmd, env=env).returncode
+
+
+def in_range(releases, spec):
+    """The releases (version, hash) that the git range ``spec`` of the history names."""
+    try:
+        named = set(git.run(paths.HISTORY_REPO, "rev-list", "--first-parent", spec).split())
+    except git.GitError as err:
+        raise history.HistoryError(f"--range {spec}: {err}") from None
+    chosen = [(v, h) for v, h in releases if h in named]
+    if not chosen:
+        raise history.HistoryError(f"--range {spec} names no release of {paths.HISTORY_REPO}")
+    return chosen
+
+
+def by_python(chosen, plan):
+    """{python: [(version, hash)]} of the ``chosen`` releases, by ``plan`` ({version: pythons})."""
+    runs = {}
+    for version, commit in chosen:
+        for python in plan[version]:
+            runs.setdefault(python, []).append((version, commit))
+    return runs
 
 
 def main(argv=None):
@@ -48,41 +70,57 @@ def main(argv=None):
                         "jax-v0.9.0..jax-v0.10.2 (tags of the release-history repository)")
     parser.add_argument("--bench", "-b", action="append", default=[],
                         help="only benchmarks matching this regex (repeatable)")
-    parser.add_argument("--machine", default=machine_name(),
-                        help="machine name for results/ (default: JAXBENCH_MACHINE or hostname)")
+    parser.add_argument("--machine",
+                        help="machine name for results/ (default: JAXBENCH_MACHINE, else one "
+                        "made from the hardware, e.g. cpu-2core-amd-epyc-24gb)")
     parser.add_argument("--machine-note", default="",
                         help="appended to the CPU model in machine.json, e.g. 'shared VM'")
     parser.add_argument("--results-dir", default=paths.RESULTS)
     parser.add_argument("--html-dir", default=paths.HTML)
     args = parser.parse_args(argv)
     started = time.monotonic()
-
-    releases = history.build(paths.HISTORY_REPO, first=FIRST_RELEASE)
+    name = machine_name(args.machine)
+    try:
+        # before anything runs: results of other hardware must not join this name's
+        machine.check(name, args.results_dir)
+        plan = dict(history.python_plan(first=FIRST_RELEASE))
+        releases = history.build(paths.HISTORY_REPO, first=FIRST_RELEASE)
+        if args.commits:
+            chosen = in_range(releases, args.commits)
+        else:
+            chosen = spread(releases, args.span) if args.span else releases[-args.releases:]
+        runs = by_python(chosen, plan)
+        env = pythons.asv_env(runs)
+    except (machine.MachineMismatch, history.HistoryError, pythons.PythonError) as err:
+        print(f"jaxbench main: {err}", file=sys.stderr)
+        return 2
+    # a plain 'asv run' of the derived config continues the newest release's stretch
     config = asvconfig.write(
         asvconf.derive(paths.HISTORY_REPO, profile=args.profile, results_dir=args.results_dir,
-                       html_dir=args.html_dir),
+                       html_dir=args.html_dir, pythons=plan[releases[-1][0]][-1:]),
         os.path.join(paths.STATE, "asv.releases.conf.json"),
     )
-    if args.commits:
-        spec = args.commits
-    else:
-        chosen = spread(releases, args.span) if args.span else releases[-args.releases:]
-        print("jaxbench: releases " + ", ".join(v for v, _ in chosen), flush=True)
-        hashfile = os.path.join(paths.STATE, "releases-to-run.txt")
-        with open(hashfile, "w") as f:
-            f.write("".join(f"{h}\n" for _, h in chosen))
-        spec = f"HASHFILE:{hashfile}"
+    print("jaxbench: releases " + ", ".join(v for v, _ in chosen) + " ("
+          + "; ".join(f"Python {p}: {len(items)}" for p, items in runs.items()) + ")",
+          flush=True)
 
-    machine.record(args.machine, note=args.machine_note)
+    machine.record(name, note=args.machine_note)
     bench = [a for b in args.bench for a in ("--bench", b)]
-    run_rc = asv(config, "run", spec, "--machine", args.machine, "--skip-existing-successful",
-                 "--show-stderr", *bench)
+    run_rc = 0
+    for python, items in runs.items():
+        hashfile = os.path.join(paths.STATE, f"releases-to-run-py{python}.txt")
+        with open(hashfile, "w") as f:
+            f.write("".join(f"{h}\n" for _, h in items))
+        rc = asv(config, "run", f"HASHFILE:{hashfile}", "--environment", f"virtualenv:{python}",
+                 "--machine", name, "--skip-existing-successful", "--show-stderr", *bench,
+                 env=env)
+        run_rc = run_rc or rc
     # publish even after a failed benchmark: what did finish is kept and shown
     publish_rc = publish.publish(config)
     minutes = (time.monotonic() - started) / 60
     print(f"jaxbench: main job finished in {minutes:.1f} min (asv run exit {run_rc}, "
-          f"publish exit {publish_rc}); open {args.html_dir}/index.html or run "
-          f"'asv --config {config} preview'", flush=True)
+          f"publish exit {publish_rc}); to see the dashboard: python3 -m jaxbench_helpers serve "
+          f"--html-dir {args.html_dir}", flush=True)
     return run_rc or publish_rc
 
 

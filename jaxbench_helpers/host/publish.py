@@ -1,4 +1,5 @@
-"""Publish the dashboard: ``asv publish``, then a page per commit that leads to upstream JAX.
+"""Publish the dashboard: ``asv publish``, its libraries beside it (``dashboard``), then a page
+per commit that leads to upstream JAX.
 
 The release-history repository's commits are not upstream's, so a dashboard made from it
 cannot link commits to GitHub directly. Its config sets ``show_commit_url`` to ``commits/``
@@ -20,6 +21,7 @@ import subprocess
 import sys
 
 from ..common import asvconfig, git
+from . import dashboard
 
 # show_commit_url of a release-history dashboard: a folder of the published html
 COMMIT_PAGES = "commits/"
@@ -156,6 +158,13 @@ def publish(config_path):
         return rc
     conf = asvconfig.load(config_path)
     html_dir, repo = conf["html_dir"], asvconfig.local_repo(conf, config_path)
+    try:
+        copied = dashboard.make_offline(html_dir)
+    except dashboard.DashboardError as err:
+        print(f"jaxbench publish: {err}", file=sys.stderr)
+        return 1
+    print(f"jaxbench publish: {len(copied)} library files in {os.path.join(html_dir, 'vendor')}"
+          ", so the dashboard loads nothing from outside it", flush=True)
     url = conf.get("show_commit_url")
     if not url or re.match(r"^[a-z][a-z0-9+.-]*:", url, re.I) or url.startswith("/"):
         # links go straight to a commit site (or nowhere): nothing to write

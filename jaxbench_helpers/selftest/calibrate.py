@@ -37,7 +37,7 @@ from ..analysis import results
 from ..common import asvconfig, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
-from ..host import asvconf
+from ..host import asvconf, pythons
 from ..runtime import profiles
 
 # asv publish's threshold where regressions_thresholds has no matching entry
@@ -297,6 +297,8 @@ def run_asv(conf_path, commit, *, machine, bench, same_python, env, echo=True,
         cmd += ["--python=same", "--set-commit-hash", commit]
     else:
         cmd += [commit if range_spec else f"{commit}^!"]
+        # asv looks for the config's Pythons as pythonX.Y on PATH
+        env = pythons.asv_env(asvconfig.read(conf_path).get("pythons", []), env)
     cmd += [a for b in bench for a in ("--bench", b)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)

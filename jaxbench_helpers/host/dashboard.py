@@ -1,0 +1,161 @@
+"""The published dashboard made self-contained and easier to read.
+
+asv 0.6.6's index.html loads jQuery, flot, Bootstrap and small plugins from CDNs; a reader
+without internet sees only asv's "failed to load" page. ``make_offline`` puts each of those
+files, fetched once from the npm registry at the release ``dashboard/libraries.json`` pins and
+checked against its sha256 there, under ``vendor/`` beside the pages, and points index.html at
+them. It also adds ``jaxbench.js`` (release labels that show the version and do not cover each
+other; a graph opens on one profile) and ``reading.html`` (how to read the dashboard), linked
+from the navigation bar.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import urllib.parse
+import urllib.request
+
+ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboard")
+LIBRARIES = os.path.join(ASSETS, "libraries.json")
+OWN_FILES = ("jaxbench.js", "reading.html")
+VENDOR = "vendor"
+# the tarballs, kept between publishes
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "jaxbench", "npm")
+REGISTRY = "https://registry.npmjs.org"
+TAG = re.compile(r"<(?:script|link)\b[^>]*>")
+OWN_SCRIPT = '<script type="text/javascript" src="jaxbench.js"></script>'
+NAV_LINK = '<li id="nav-li-reading"><a href="reading.html">How to read this</a></li>'
+
+
+class DashboardError(RuntimeError):
+    pass
+
+
+def libraries(path=LIBRARIES):
+    with open(path) as f:
+        return json.load(f)["libraries"]
+
+
+def local_path(library):
+    """Where a library's file goes, relative to the dashboard."""
+    return f"{VENDOR}/{library['package']}@{library['version']}/{library['file']}"
+
+
+def _registry():
+    # npm's own setting, so a mirror configured for npm serves this too
+    return (os.environ.get("npm_config_registry") or REGISTRY).rstrip("/")
+
+
+def tarball(package, version, cache=CACHE):
+    """The npm package's tarball, downloaded once into ``cache``."""
+    name = f"{package}-{version}.tgz"
+    path = os.path.join(cache, name)
+    if os.path.exists(path):
+        return path
+    os.makedirs(cache, exist_ok=True)
+    url = f"{_registry()}/{urllib.parse.quote(package)}/-/{name}"
+    try:
+        with urllib.request.urlopen(url, timeout=120) as answer:
+            body = answer.read()
+    except OSError as err:
+        raise DashboardError(f"cannot fetch {url} ({err}); the dashboard's libraries come from "
+                             "the npm registry (npm_config_registry names another)") from None
+    # written whole, then moved into place: an interrupted download leaves nothing behind
+    with tempfile.NamedTemporaryFile(dir=cache, delete=False, suffix=".part") as part:
+        part.write(body)
+    os.replace(part.name, path)
+    return path
+
+
+def library_bytes(library, cache=CACHE):
+    """The file of ``library``, checked against its pinned sha256."""
+    path = tarball(library["package"], library["version"], cache)
+    member = f"package/{library['file']}"
+    try:
+        with tarfile.open(path) as tar:
+            body = tar.extractfile(member).read()
+    except (tarfile.TarError, KeyError, AttributeError, OSError) as err:
+        raise DashboardError(f"{path} has no readable {member} ({err}); delete it to fetch it "
+                             "again") from None
+    digest = hashlib.sha256(body).hexdigest()
+    if digest != library["sha256"]:
+        raise DashboardError(
+            f"{library['package']}@{library['version']} {library['file']} has sha256 {digest}, "
+            f"not the {library['sha256']} that {LIBRARIES} pins: the download is not the file "
+            f"that was checked. Delete {path} to fetch it again; if the registry really serves "
+            "other bytes now, check them and change the pin on purpose")
+    return body
+
+
+def _integrity(hex_digest):
+    return "sha256-" + base64.b64encode(bytes.fromhex(hex_digest)).decode()
+
+
+def point_at_local_copies(index_html, known):
+    """index.html with every CDN script and stylesheet replaced by its copy under vendor/
+    (``known``: CDN address -> library); an address without a copy is an error."""
+
+    def local(tag):
+        text = tag.group(0)
+        url = re.search(r'\b(?:src|href)="(https?://[^"]+)"', text)
+        if not url:
+            return text
+        library = known.get(url.group(1))
+        if library is None:
+            raise DashboardError(f"asv's index.html loads {url.group(1)}, which {LIBRARIES} has "
+                                 "no copy of: add its npm package, release, file and sha256")
+        text = text.replace(url.group(1), local_path(library))
+        # the copy's own hash: the browser still checks what it runs
+        return re.sub(r'\bintegrity="[^"]*"', f'integrity="{_integrity(library["sha256"])}"',
+                      text)
+
+    return TAG.sub(local, index_html)
+
+
+def external_addresses(index_html):
+    """The http(s) addresses of the scripts and stylesheets that ``index_html`` loads."""
+    found = []
+    for tag in TAG.findall(index_html):
+        url = re.search(r'\b(?:src|href)="(https?://[^"]+)"', tag)
+        if url and ("<script" in tag or 'rel="stylesheet"' in tag):
+            found.append(url.group(1))
+    return found
+
+
+def make_offline(html_dir, cache=CACHE):
+    """Make the dashboard at ``html_dir`` load nothing from outside it, and add jaxbench's
+    script and reading page; running it again changes nothing."""
+    index_path = os.path.join(html_dir, "index.html")
+    try:
+        with open(index_path) as f:
+            index_html = f.read()
+    except OSError as err:
+        raise DashboardError(f"cannot read {index_path} ({err}); did asv publish "
+                             "succeed?") from None
+    pinned = libraries()
+    for library in pinned:
+        target = os.path.join(html_dir, *local_path(library).split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(library_bytes(library, cache))
+    index_html = point_at_local_copies(index_html, {lib["cdn"]: lib for lib in pinned
+                                                    if lib["cdn"]})
+    if OWN_SCRIPT not in index_html:
+        index_html = index_html.replace("</head>", f"    {OWN_SCRIPT}\n  </head>", 1)
+    if NAV_LINK not in index_html:
+        regressions = re.search(r'<li id="nav-li-regressions">.*?</li>', index_html)
+        if regressions is None:
+            raise DashboardError(f"{index_path} has no Regressions entry in its navigation bar "
+                                 "to put the reading page's link after")
+        index_html = (index_html[:regressions.end()] + "\n\t" + NAV_LINK
+                      + index_html[regressions.end():])
+    for name in OWN_FILES:
+        shutil.copyfile(os.path.join(ASSETS, name), os.path.join(html_dir, name))
+    with open(index_path, "w") as f:
+        f.write(index_html)
+    return [local_path(lib) for lib in pinned]
