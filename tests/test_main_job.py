@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from jaxbench_helpers.common import paths
+from jaxbench_helpers.common import paths, quiet
 from jaxbench_helpers.host import dashboard, history
 
 pytestmark = pytest.mark.slow
@@ -21,7 +21,7 @@ def test_main_job_benchmarks_the_newest_release_and_publishes(tmp_path):
     results, html = tmp_path / "results", tmp_path / "html"
     proc = subprocess.run(
         [sys.executable, "-m", "jaxbench_helpers", "main", "--profile", "quick",
-         "--releases", "1", "-b", "Versions", "--machine", "ci-main",
+         "--releases", "1", "-b", "Versions", "--machine", "ci-main", "--allow-busy",
          "--results-dir", str(results), "--html-dir", str(html)],
         cwd=paths.ROOT, capture_output=True, text=True, timeout=3600)
     out = proc.stdout + proc.stderr
@@ -30,7 +30,12 @@ def test_main_job_benchmarks_the_newest_release_and_publishes(tmp_path):
     python = dict(history.python_plan())[newest_version][-1]
     assert f"jaxbench: releases {newest_version} (Python {python}: 1)" in out
     assert "main job finished in" in out
-    files = [f for f in os.listdir(results / "ci-main") if f != "machine.json"]
+    files = [f for f in os.listdir(results / "ci-main")
+             if f.endswith(".json") and f != "machine.json"]
+    # how busy the machine was, beside the results, in a file asv does not read as one
+    (record,) = quiet.read_records(str(results / "ci-main" / quiet.RECORD_NAME))
+    assert record.command == "main" and record.allowed_busy in (True, False)
+    assert "jaxbench: machine during 'main':" in out
     runs = [json.load(open(results / "ci-main" / f)) for f in files]
     assert [r["commit_hash"] for r in runs] == [newest]
     assert [r["python"] for r in runs] == [python]

@@ -14,7 +14,7 @@ import sys
 import pytest
 from asv_tools import config
 
-from jaxbench_helpers.analysis import report
+from jaxbench_helpers.analysis import report, results
 from jaxbench_helpers.host import history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -437,3 +437,21 @@ def test_compare_reads_a_lower_rate_as_worse(synthetic, tmp_path):
         ("faster", "`bench_x.W.time_compile`"),
         ("fixed", "`bench_x.W.time_run('float64')`"),
     ]
+
+
+def test_a_missing_asv_statistics_module_is_an_error_not_a_silent_fallback(monkeypatch):
+    """Without asv._stats the steps and comparisons would quietly lose rule (3), asv's test."""
+    stats = {"ci_99_a": 1.0, "ci_99_b": 1.2, "q_25": 1.05, "q_75": 1.15, "number": 1,
+             "repeat": 10}
+    a = results.Measurement(1.1, stats, [1.1] * 10)
+    b = results.Measurement(2.2, {k: 2 * v if k.startswith(("ci", "q")) else v
+                                  for k, v in stats.items()}, [2.2] * 10)
+    assert results.asv_says_different(a, b)
+    import asv
+
+    monkeypatch.setitem(sys.modules, "asv._stats", None)
+    monkeypatch.delattr(asv, "_stats", raising=False)
+    with pytest.raises(results.ResultsError, match=r"asv\._stats.*--no-stats"):
+        results.asv_says_different(a, b)
+    # measurements without statistics need no test, so nothing is asked of the module
+    assert results.asv_says_different(results.Measurement(1.0), results.Measurement(2.0))

@@ -39,6 +39,8 @@ BUSY_LIMIT = 0.05
 # a one-second sample where others used more than this share counts as a busy spell
 SPELL_LIMIT = 0.05
 LOOK_SECONDS = 3.0
+# the load record's file name beside results
+RECORD_NAME = "quiet.jsonl"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 

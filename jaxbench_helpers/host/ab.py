@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from ..analysis import paired, report, results
 from ..common import asvconfig, markdown, quiet
 from ..common.machine import ensure_described, machine_name
+from . import pythons
 
 DEFAULT_FACTOR = 1.10
 MAX_ROUNDS = 16
@@ -406,6 +407,8 @@ def prepare(conf_path, work_dir, results_dir=None):
     from asv import repo as asv_repo
 
     results_dir = results_dir or asvconfig.load(conf_path)["results_dir"]
+    # asv finds the config's interpreters as pythonX.Y on PATH, in this process
+    os.environ["PATH"] = pythons.asv_env(asvconfig.read(conf_path).get("pythons", []))["PATH"]
     confs = {label: _side_config(conf_path, os.path.join(work_dir, f"env-{label}"), results_dir)
              for label in "AB"}
     repo = asv_repo.get_repo(confs["A"])
@@ -569,7 +572,7 @@ def main(argv=None):
         work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-ab-"))
         ensure_described(machine)
         with quiet.timing_session("ab", allow_busy=args.allow_busy, say=say,
-                                  record_path=os.path.join(work_dir, "quiet.jsonl")) as monitor:
+                                  record_path=os.path.join(work_dir, quiet.RECORD_NAME)) as monitor:
             comparison = compare(conf_path, args.base, args.head, bench=args.bench,
                                  factor=args.factor, max_rounds=args.max_rounds,
                                  machine=machine, work_dir=work_dir,
@@ -578,7 +581,7 @@ def main(argv=None):
     except quiet.BusyMachine as err:
         say(f"jaxbench ab: {err}")
         return 4
-    except (ABError, asvconfig.ConfigError, UserError) as err:
+    except (ABError, asvconfig.ConfigError, pythons.PythonError, UserError) as err:
         say(f"jaxbench ab: {err}")
         return 3
     markdown.write(markdown_report(comparison, factor=args.factor, machine=machine),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ..analysis import paired
 from ..common import asvconfig, git, markdown, quiet
-from . import ab
+from . import ab, pythons
 
 DEFAULT_FACTOR = 1.05
 
@@ -198,7 +198,7 @@ def main(argv=None):
         conf_path = args.config or ab.default_config()
         work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-bisect-"))
         with quiet.timing_session("bisect", allow_busy=args.allow_busy, say=say,
-                                  record_path=os.path.join(work_dir, "quiet.jsonl")) as monitor:
+                                  record_path=os.path.join(work_dir, quiet.RECORD_NAME)) as monitor:
             steps, found, step, case = bisect(conf_path, args.good, args.bad, args.benchmark,
                                               params=args.params, factor=args.factor,
                                               max_rounds=args.max_rounds, work_dir=work_dir,
@@ -208,7 +208,8 @@ def main(argv=None):
     except quiet.BusyMachine as err:
         say(f"jaxbench bisect: {err}")
         return 4
-    except (ab.ABError, asvconfig.ConfigError, git.GitError, UserError) as err:
+    except (ab.ABError, asvconfig.ConfigError, git.GitError, pythons.PythonError,
+            UserError) as err:
         say(f"jaxbench bisect: {err}")
         return 3
     markdown.write(markdown_report(steps, found, step, case, good=args.good, bad=args.bad,

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from ..common import asvconfig, git, machine, paths
+from ..common import asvconfig, git, machine, paths, quiet
 from ..common.machine import machine_name
 from . import asvconf, history, publish, pythons
 
@@ -58,6 +58,12 @@ def by_python(chosen, plan):
     return runs
 
 
+def load_record_path(results_dir, name):
+    """Where the main job records how busy the machine was: beside the machine's results, as
+    JSON lines (asv reads every .json file there as a result)."""
+    return os.path.join(results_dir, name, quiet.RECORD_NAME)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="regular", help="quick, regular (default) or large")
@@ -77,6 +83,7 @@ def main(argv=None):
                         help="appended to the CPU model in machine.json, e.g. 'shared VM'")
     parser.add_argument("--results-dir", default=paths.RESULTS)
     parser.add_argument("--html-dir", default=paths.HTML)
+    quiet.add_arguments(parser)
     args = parser.parse_args(argv)
     started = time.monotonic()
     name = machine_name(args.machine)
@@ -107,14 +114,20 @@ def main(argv=None):
     machine.record(name, note=args.machine_note)
     bench = [a for b in args.bench for a in ("--bench", b)]
     run_rc = 0
-    for python, items in runs.items():
-        hashfile = os.path.join(paths.STATE, f"releases-to-run-py{python}.txt")
-        with open(hashfile, "w") as f:
-            f.write("".join(f"{h}\n" for _, h in items))
-        rc = asv(config, "run", f"HASHFILE:{hashfile}", "--environment", f"virtualenv:{python}",
-                 "--machine", name, "--skip-existing-successful", "--show-stderr", *bench,
-                 env=env)
-        run_rc = run_rc or rc
+    try:
+        with quiet.timing_session("main", allow_busy=args.allow_busy,
+                                  record_path=load_record_path(args.results_dir, name)):
+            for python, items in runs.items():
+                hashfile = os.path.join(paths.STATE, f"releases-to-run-py{python}.txt")
+                with open(hashfile, "w") as f:
+                    f.write("".join(f"{h}\n" for _, h in items))
+                rc = asv(config, "run", f"HASHFILE:{hashfile}", "--environment",
+                         f"virtualenv:{python}", "--machine", name,
+                         "--skip-existing-successful", "--show-stderr", *bench, env=env)
+                run_rc = run_rc or rc
+    except quiet.BusyMachine as err:
+        print(f"jaxbench main: {err}", file=sys.stderr)
+        return 4
     # publish even after a failed benchmark: what did finish is kept and shown
     publish_rc = publish.publish(config)
     minutes = (time.monotonic() - started) / 60

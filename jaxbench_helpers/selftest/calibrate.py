@@ -47,7 +47,7 @@ QUIET_SPREAD = 0.03
 THRESHOLD_STEP = 0.05
 KEY = "regressions_thresholds"
 # beside the runs in the work folder: how busy the machine was while they ran
-LOAD_RECORD = "quiet.jsonl"
+LOAD_RECORD = quiet.RECORD_NAME
 
 
 class CalibrationError(ValueError):

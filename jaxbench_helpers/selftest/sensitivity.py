@@ -534,7 +534,7 @@ def main(argv=None):
     try:
         ensure_described(machine)
         with quiet.timing_session("sensitivity", allow_busy=args.allow_busy, say=say,
-                                  record_path=os.path.join(work_dir, "quiet.jsonl")) as monitor:
+                                  record_path=os.path.join(work_dir, quiet.RECORD_NAME)) as monitor:
             if args.bisect:
                 found = bisect_trials(release=args.release, phases=phases,
                                       fraction=min(args.fractions), commits=args.commits,
