@@ -84,9 +84,11 @@ def test_the_same_commit_against_itself_flags_nothing(planted):
     work, conf, release, _ = planted
     before = {f: os.stat(f).st_mtime for f in glob.glob(str(work / "results" / "**" / "*"),
                                                          recursive=True)}
-    rc, text, log = _ab(work, conf, "--same", release, "--factor", "1.5")
+    rc, text, log = _ab(work, conf, "--same", release, "--factor", "1.5",
+                        "--env", "JAXBENCH_CPU_THREADS=split")
     assert rc == 0, log + text
     assert "No significant slowdown." in text and "No benchmark changed" in text
+    assert "both sides with JAXBENCH_CPU_THREADS=split" in text
     # an A/A writes no results: both sides would land on the same commit
     after = {f: os.stat(f).st_mtime for f in glob.glob(str(work / "results" / "**" / "*"),
                                                         recursive=True)}
@@ -102,6 +104,9 @@ def test_bad_input_is_named(planted, capsys):
         ab.parse([release])
     with pytest.raises(SystemExit):
         ab.parse([release, release, "--factor", "0.9"])
+    with pytest.raises(SystemExit):
+        ab.parse([release, release, "--env", "JAXBENCH_CPU_THREADS"])
+    assert ab.parse([release, release, "--env", "A_B=c=d"]).env == ["A_B=c=d"]
     assert ab.main([release, release, "--config", str(work / "none.json"),
                     "--allow-busy"]) == 3
     assert "none.json does not exist" in capsys.readouterr().err

@@ -111,3 +111,35 @@ def test_asv_records_how_many_cpus_the_benchmarks_had(tmp_path):
         data = json.load(open(tmp_path / "results" / "ci" / result))
         found[value] = data["results"]["bench_environment.Threads.track_cpus_usable"][0]
     assert found == {"1": [1.0], "all": [float(len(os.sched_getaffinity(0)))]}
+
+
+SPLIT_PROBE = """
+import json, os
+from jaxbench_helpers.runtime import platform
+platform.configure()
+device = platform.device()
+import jax, jax.numpy as jnp
+(jnp.ones((256, 256)) @ jnp.ones((256, 256))).block_until_ready()
+def allowed(tid):
+    for line in open(f"/proc/self/task/{tid}/status"):
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":")[1].strip()
+main = os.getpid()
+print(json.dumps({"main": sorted(os.sched_getaffinity(0)),
+                  "others": sorted({allowed(t) for t in os.listdir("/proc/self/task")
+                                    if int(t) != main})}))
+"""
+
+
+@needs_two_cpus
+def test_split_keeps_the_python_thread_and_xlas_pools_apart():
+    environ = dict(os.environ, JAXBENCH_CPU_THREADS="split", JAXBENCH_PROFILE="quick")
+    proc = subprocess.run([sys.executable, "-c", SPLIT_PROBE], cwd=ROOT, capture_output=True,
+                          text=True, env=environ, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    cpus = sorted(os.sched_getaffinity(0))
+    assert found["main"] == [cpus[-1]]
+    rest = cpus[:-1]
+    expected = str(rest[0]) if len(rest) == 1 else f"{rest[0]}-{rest[-1]}"
+    assert found["others"] == [expected], found  # every thread the backend made

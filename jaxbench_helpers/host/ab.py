@@ -376,12 +376,15 @@ def _params_label(benchmark, idx):
 
 
 def cases_of(benchmarks):
+    """A Case per benchmark and parameter combination that ``-b`` selected (asv matches a
+    parameterised benchmark's regex against ``name(params)``), in setup_cache order."""
     found = []
     for name in sorted(benchmarks, key=lambda n: (benchmarks[n].get("setup_cache_key") or "",
                                                   n)):
         benchmark = benchmarks[name]
+        selected = benchmarks.benchmark_selection.get(name)
         combos = max(1, len(list(itertools.product(*benchmark["params"]))))
-        for idx in range(combos):
+        for idx in range(combos) if selected is None else selected:
             found.append(Case(benchmark, idx, _params_label(benchmark, idx)))
     return found
 
@@ -400,6 +403,7 @@ class Comparison:
     drift: float  # None: not normalised
     seconds: float
     load: object = None
+    settings: list = field(default_factory=list)  # NAME=VALUE given to both sides
 
 
 def prepare(conf_path, work_dir, results_dir=None):
@@ -500,6 +504,8 @@ def markdown_report(comparison, *, factor, machine):
               "out (the NumPy baselines' pooled paired ratio includes 1, or there are too few "
               "of them, or the sides run different NumPy versions)")
            + f"; {comparison.seconds / 60:.1f} min")
+    if comparison.settings:
+        how += f"; both sides with {', '.join(comparison.settings)}"
     if comparison.load is not None:
         how += f"; the machine: {comparison.load.summary()}"
     return report.compare_markdown(changes, base_name=comparison.base.name,
@@ -532,9 +538,15 @@ def parse(argv):
     parser.add_argument("--work-dir", help="where the two environments live (default: a new "
                         "temporary folder; pass one to reuse builds)")
     parser.add_argument("--results-dir", help="asv results folder (default: the config's)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for both sides' benchmark processes, "
+                        "e.g. JAXBENCH_CPU_THREADS=split (repeatable)")
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
     quiet.add_arguments(parser)
     args = parser.parse_args(argv)
+    for item in args.env:
+        if "=" not in item or not item.split("=", 1)[0].isidentifier():
+            parser.error(f"--env {item!r}: give NAME=VALUE")
     if args.same:
         if args.base or args.head:
             parser.error("--same takes one commit; leave out BASE and HEAD")
@@ -567,6 +579,8 @@ def main(argv=None):
         print(text, file=sys.stderr, flush=True)
 
     machine = machine_name(args.machine)
+    # the benchmark processes inherit this process's environment (asv's fork servers do)
+    os.environ.update(item.split("=", 1) for item in args.env)
     try:
         conf_path = args.config or default_config()
         work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-ab-"))
@@ -584,6 +598,7 @@ def main(argv=None):
     except (ABError, asvconfig.ConfigError, pythons.PythonError, UserError) as err:
         say(f"jaxbench ab: {err}")
         return 3
+    comparison.settings = args.env
     markdown.write(markdown_report(comparison, factor=args.factor, machine=machine),
                    args.output, who="jaxbench ab")
     return exit_code(comparison)

@@ -10,7 +10,9 @@ every step is a measured decision, not a coin toss::
     python -m jaxbench_helpers bisect GOOD BAD BENCHMARK [--params float32]
         [--config C] [--max-rounds 16] [-o bisect.md]
 
-BENCHMARK is a regex that must match one benchmark (e.g. ``MLPTrainStep.time_trace$``);
+BENCHMARK is a regex that must match one benchmark (e.g. ``MLPTrainStep.time_trace``; asv
+matches a parameterised benchmark against ``name(params)``, so end it with ``\\(`` rather
+than ``$``);
 ``--params`` picks its parameter combination (comma-separated values, default the first).
 The step itself is measured first (BAD against GOOD); a step within ``--factor`` of no change is
 refused. A deterministic value (``track_*``, instruction counts) needs one run per commit.

@@ -13,6 +13,11 @@ suggested, swaps in a different, slower dot kernel on releases before the thunk 
 nothing on later ones, so it would break the history; and an XLA flag a release does not know
 aborts the process.
 
+``split`` keeps the Python thread and XLA's pools apart: before the backend starts, the process
+may run on every CPU but the last, so XLA sizes its pools to those; once the backend has started
+(``after_backend_start``, from ``platform.device``), the Python thread alone moves to the last
+CPU. BLAS gets one thread, as with ``1``.
+
 The profile decides (``regular`` pins, ``quick`` and ``large`` do not); JAXBENCH_CPU_THREADS
 overrides it. ``bench_environment.Threads.track_cpus_usable`` records in every result how many
 CPUs the benchmarks had.
@@ -22,7 +27,7 @@ import os
 import sys
 
 CPU_THREADS_ENV = "JAXBENCH_CPU_THREADS"
-CHOICES = ("all", "1")
+CHOICES = ("all", "1", "split")
 # thread-count variables of the BLAS and OpenMP runtimes NumPy and SciPy may load
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -39,7 +44,8 @@ def selected(default="all"):
     if value not in CHOICES:
         raise CpuThreadsError(
             f"{CPU_THREADS_ENV}={value!r} is not a choice; use 'all' (the machine's default "
-            "threads) or '1' (one CPU, one thread per library)"
+            "threads), '1' (one CPU, one thread per library) or 'split' (XLA's pools on all "
+            "CPUs but the last, the Python thread on the last)"
         )
     return value
 
@@ -54,20 +60,37 @@ def apply(default="all"):
     Returns the CPUs it may run on. Must first run before jax starts a backend, which sizes
     XLA's pools once.
     """
-    if selected(default) == "1":
+    setting = selected(default)
+    if setting in ("1", "split"):
+        global _split_last
         cpus = os.sched_getaffinity(0)
-        if len(cpus) > 1:
+        if len(cpus) > 1 and _split_last is None:
             if _backend_started():
                 raise CpuThreadsError(
-                    f"{CPU_THREADS_ENV}=1 came too late: jax has started its backend with "
-                    f"threads for {len(cpus)} CPUs; call "
+                    f"{CPU_THREADS_ENV}={setting} came too late: jax has started its backend "
+                    f"with threads for {len(cpus)} CPUs; call "
                     "jaxbench_helpers.runtime.platform.configure() before the first jax "
                     "operation")
-            os.sched_setaffinity(0, {max(cpus)})
+            if setting == "1":
+                os.sched_setaffinity(0, {max(cpus)})
+            else:
+                _split_last = max(cpus)
+                os.sched_setaffinity(0, cpus - {_split_last})
             _limit_loaded_blas()
         for name in BLAS_THREAD_VARS:  # for libraries loaded later and for child processes
             os.environ[name] = "1"
     return sorted(os.sched_getaffinity(0))
+
+
+# under 'split': the CPU the Python thread moves to once XLA's pools exist
+_split_last = None
+
+
+def after_backend_start():
+    """Under 'split', move the calling (Python) thread to the CPU kept from XLA's pools;
+    threads the backend made before keep theirs. Otherwise nothing."""
+    if _split_last is not None:
+        os.sched_setaffinity(0, {_split_last})
 
 
 def _limit_loaded_blas():

@@ -72,4 +72,5 @@ def device():
         raise NotImplementedError(f"no {name} device here ({err})") from None
     if not devices:
         raise NotImplementedError(f"no {name} device here")
+    cpu_threads.after_backend_start()
     return devices[0]

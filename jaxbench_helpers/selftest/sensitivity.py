@@ -272,13 +272,13 @@ def sweep(*, release, phases, fractions, factor, bench, profile, machine, work_d
 
 # the benchmark that bisects each phase's plant
 BISECT_BENCH = {
-    "dispatch": (r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls$", None),
-    "trace": (r"bench_models\.MLPTrainStep\.time_trace$", None),
-    "lower": (r"bench_models\.MLPTrainStep\.time_lower$", None),
-    "compile": (r"bench_models\.MLPTrainStep\.time_compile$", None),
-    "run": (r"bench_matmul\.SquareMatmul\.time_run$", "float32"),
-    "transfer": (r"bench_transfer\.ArrayTransfer\.time_to_device$", None),
-    "startup": (r"bench_startup\.ColdStart\.timeraw_import_jax$", None),
+    "dispatch": (r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls(\(|$)", None),
+    "trace": (r"bench_models\.MLPTrainStep\.time_trace(\(|$)", None),
+    "lower": (r"bench_models\.MLPTrainStep\.time_lower(\(|$)", None),
+    "compile": (r"bench_models\.MLPTrainStep\.time_compile(\(|$)", None),
+    "run": (r"bench_matmul\.SquareMatmul\.time_run(\(|$)", "float32"),
+    "transfer": (r"bench_transfer\.ArrayTransfer\.time_to_device(\(|$)", None),
+    "startup": (r"bench_startup\.ColdStart\.timeraw_import_jax(\(|$)", None),
 }
 
 
