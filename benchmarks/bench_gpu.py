@@ -84,7 +84,11 @@ class MatmulThroughput(phases.RunPhase, workload.Workload):
 
 class AsyncDispatchDepth(workload.Workload):
     """How many calls Python queues before the first one finishes: the work asynchronous
-    dispatch hides (1 where dispatch is synchronous, as on CPU before jax 0.4.33)."""
+    dispatch hides (1 where dispatch is synchronous, as on CPU before jax 0.4.33). On CPU the
+    runtime lets only so many calls be in flight (32-33 read on jax 0.10.2, at every size),
+    and where the computing threads share loaded CPUs with Python the first call can finish
+    before the second is made (1): there the figure shows the runtime and the scheduler more
+    than the program."""
 
     params = [["float32"]]
     param_names = ["dtype"]
