@@ -19,10 +19,10 @@ def quick(profile):
     yield
 
 
-@pytest.mark.parametrize("dtype", bench_gpu.MatmulThroughput.params[0])
-def test_throughput_cases_skip_on_cpu_with_a_reason(dtype):
+@pytest.mark.parametrize("precision", bench_gpu.MatmulThroughput.params[0])
+def test_throughput_cases_skip_on_cpu_with_a_reason(precision):
     with pytest.raises(NotImplementedError, match="GPU-only"):
-        bench_gpu.MatmulThroughput().setup(dtype)
+        bench_gpu.MatmulThroughput().setup(precision)
 
 
 def test_setup_cache_warms_every_class_without_a_failure(tmp_path, monkeypatch):
@@ -68,6 +68,55 @@ def test_unknown_device_has_no_peak(on_cpu_anyway):
     bench.setup("float32")
     with pytest.raises(NotImplementedError, match="no data-sheet peak"):
         bench.track_peak_flops_per_second("float32")
+
+
+# ---- precision: set explicitly, and compared with the peak of that arithmetic ---------------
+
+@pytest.mark.parametrize("precision, attribute", [
+    ("float32", "[HIGHEST, HIGHEST]"), ("tensorfloat32", "[DEFAULT, DEFAULT]"),
+    ("bfloat16", "[DEFAULT, DEFAULT]"), ("float16", "[DEFAULT, DEFAULT]")])
+def test_each_case_gives_the_matmul_its_precision(on_cpu_anyway, precision, attribute):
+    import jax
+
+    bench = bench_gpu.MatmulThroughput()
+    bench.setup(precision)  # also checks the output against NumPy, in the case's dtype
+    x = bench.prepared.args[0]
+    assert x.dtype == jnp.dtype(bench_gpu.CASES[precision][0])
+    text = bench.prepared.run.lower(x).as_text()
+    dots = [line for line in text.splitlines() if "dot_general" in line]
+    assert len(dots) == 1 and f"precision = {attribute}" in dots[0], dots
+    # the explicit precision wins over the process-wide default
+    with jax.default_matmul_precision("bfloat16"):
+        assert f"precision = {attribute}" in jax.jit(bench.prepared.program).lower(x).as_text()
+
+
+def test_every_known_device_has_a_peak_for_every_case():
+    for kind, peaks in bench_gpu.PEAK_FLOPS.items():
+        assert set(peaks) == set(bench_gpu.CASES), kind
+        # tensor cores: TF32 at half the 16-bit rate, FP32 on CUDA cores far below
+        assert peaks["float32"] < peaks["tensorfloat32"] < peaks["bfloat16"], kind
+        assert peaks["bfloat16"] == peaks["float16"], kind
+        assert peaks["bfloat16"] == pytest.approx(2 * peaks["tensorfloat32"], rel=0.01), kind
+
+
+class _Device:
+    """The device a benchmark reports, as a GPU of the given kind would (the rest is the CPU's)."""
+
+    def __init__(self, real, kind):
+        self._real, self.device_kind = real, kind
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+@pytest.mark.parametrize("precision, peak", [
+    ("float32", 67e12), ("tensorfloat32", 494.5e12), ("bfloat16", 989.5e12),
+    ("float16", 989.5e12)])
+def test_an_h200_is_compared_with_the_peak_of_the_case(on_cpu_anyway, precision, peak):
+    bench = bench_gpu.MatmulThroughput()
+    bench.setup(precision)
+    bench.prepared.device = _Device(bench.prepared.device, "NVIDIA H200")
+    assert bench.track_peak_flops_per_second(precision) == peak
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
