@@ -50,7 +50,7 @@ def test_every_deterministic_workload_has_a_reference():
 
 
 def test_random_samples_have_the_right_distribution(quick):
-    """The random workloads' outputs are only checked to be finite by setup_cache: check
+    """The random workloads' outputs are only checked to be finite (setup_cache, setup): check
     their moments and ranges here (4096 draws: the bounds are about 10 standard errors)."""
     draws = {}
     for cls in workload_classes([bench_random]):
