@@ -1,9 +1,9 @@
-"""Array operations at steady state: one compiled call, inputs already on the device.
+"""Array operations at steady state, the XLA:CPU kernel canaries: elementwise fusion,
+reductions, matmul shapes, einsum, convolution, FFT, sorting, scans, gather and scatter.
 
-Each class is one jnp/lax operation family (elementwise, reductions, matmul shapes, einsum,
-convolution, FFT, sorting, scans, gather/scatter); ``time_run`` times the compiled program and,
-where NumPy has the same maths, ``time_numpy`` the NumPy baseline on the same inputs. These are
-the XLA:CPU kernel canaries: a codegen or runtime change shows up here first.
+Each class is one jnp/lax operation family: ``time_run`` times one compiled call and, where
+NumPy has the same maths, ``time_numpy`` the NumPy baseline on the same inputs. A codegen or
+runtime change shows up here first.
 """
 
 import jax
@@ -15,9 +15,8 @@ from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
+
 
 # Sizes per profile; regular: each compiled call takes about 0.5-20 ms on a 2-core CPU.
 SIZES = {
@@ -65,8 +64,7 @@ AXES = {"0": 0, "1": 1, "None": None}
 # top_k's k (static, so a constant: the number of candidates a beam or sampler keeps)
 TOP_K = 16
 
-# segment_sum: rows per segment on average; num_segments must be static, so it comes from
-# the data's shape
+# segment_sum: rows per segment on average
 ROWS_PER_SEGMENT = 16
 
 
@@ -89,6 +87,7 @@ class ElementwiseChain(phases.RunPhase, phases.NumpyBaseline, workload.Workload)
     the fusion and vectorised-math canary."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x):
@@ -101,7 +100,7 @@ class ElementwiseChain(phases.RunPhase, phases.NumpyBaseline, workload.Workload)
         return np.log1p(y * y) + np.sqrt(np.abs(x))
 
     def inputs(self, profile, dtype, dispatch):
-        return (self.normal(_size(profile, "elementwise"), dtype),)
+        return (data.normal(_size(profile, "elementwise"), dtype),)
 
 
 class SumOverAxis(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
@@ -111,19 +110,19 @@ class SumOverAxis(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     params = [["float32"], list(AXES)]
     param_names = ["dtype", "axis"]
 
-    @staticmethod
-    def program(named):
-        # the dict key names the axis: keys are pytree structure, so static to jit
-        ((axis, x),) = named.items()
-        return jnp.sum(x, axis=AXES[axis])
+    def static_arguments(self, profile, dtype, axis):
+        return {"axis": AXES[axis]}
 
     @staticmethod
-    def reference(named):
-        ((axis, x),) = named.items()
-        return np.sum(x, axis=AXES[axis])
+    def program(x, *, axis):
+        return jnp.sum(x, axis=axis)
+
+    @staticmethod
+    def reference(x, *, axis):
+        return np.sum(x, axis=axis)
 
     def inputs(self, profile, dtype, axis, dispatch):
-        return ({axis: self.normal(_size(profile, "reduce"), dtype)},)
+        return (data.normal(_size(profile, "reduce"), dtype),)
 
 
 class MatmulShapes(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
@@ -143,7 +142,7 @@ class MatmulShapes(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
 
     def inputs(self, profile, dtype, shape, dispatch):
         a_shape, b_shape = _size(profile, "matmul")[shape]
-        return self.normal(a_shape, dtype), data.normal(b_shape, dtype, seed=data.SEED + 1)
+        return data.normal(a_shape, dtype), data.normal(b_shape, dtype, seed=data.SEED + 1)
 
 
 class EinsumAttentionScores(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
@@ -151,6 +150,7 @@ class EinsumAttentionScores(phases.RunPhase, phases.NumpyBaseline, workload.Work
     need transposing first (einsum's layout handling, not just a dot)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(q, k):
@@ -162,7 +162,7 @@ class EinsumAttentionScores(phases.RunPhase, phases.NumpyBaseline, workload.Work
 
     def inputs(self, profile, dtype, dispatch):
         shape = _size(profile, "attention")
-        return self.normal(shape, dtype), data.normal(shape, dtype, seed=data.SEED + 1)
+        return data.normal(shape, dtype), data.normal(shape, dtype, seed=data.SEED + 1)
 
 
 class EinsumChain(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
@@ -170,6 +170,7 @@ class EinsumChain(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     picks decides a 16x difference in FLOPs."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(a, b, c):
@@ -181,7 +182,7 @@ class EinsumChain(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
 
     def inputs(self, profile, dtype, dispatch):
         long, short = _size(profile, "chain")
-        return (self.normal((long, short), dtype),
+        return (data.normal((long, short), dtype),
                 data.normal((short, long), dtype, seed=data.SEED + 1),
                 data.normal((long, short), dtype, seed=data.SEED + 2))
 
@@ -217,6 +218,7 @@ class Conv2d(phases.RunPhase, workload.Workload):
     algorithm)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x, kernel):
@@ -233,6 +235,7 @@ class Conv2dKernelGrad(phases.RunPhase, workload.Workload):
     backward pass (forward plus kernel-gradient convolution)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x, kernel):
@@ -252,6 +255,7 @@ class Fft(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.fft.fft of a batch of real rows (complex64 out): the FFT library jaxlib ships."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x):
@@ -262,13 +266,14 @@ class Fft(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
         return np.fft.fft(x).astype(np.complex64)  # NumPy < 2 computes in complex128
 
     def inputs(self, profile, dtype, dispatch):
-        return (self.normal(_size(profile, "rows"), dtype),)
+        return (data.normal(_size(profile, "rows"), dtype),)
 
 
 class Rfft(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.fft.rfft of a batch of real rows: the real-input FFT path (half the output)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x):
@@ -279,13 +284,14 @@ class Rfft(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
         return np.fft.rfft(x).astype(np.complex64)
 
     def inputs(self, profile, dtype, dispatch):
-        return (self.normal(_size(profile, "rows"), dtype),)
+        return (data.normal(_size(profile, "rows"), dtype),)
 
 
 class Sort(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.sort along rows: XLA's sort (a comparator loop on CPU), a known slow spot."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x):
@@ -296,13 +302,14 @@ class Sort(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
         return np.sort(x, axis=-1)
 
     def inputs(self, profile, dtype, dispatch):
-        return (self.normal(_size(profile, "sort_rows"), dtype),)
+        return (data.normal(_size(profile, "sort_rows"), dtype),)
 
 
 class Argsort(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.argsort along rows: a two-operand (key, index) sort."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x):
@@ -321,6 +328,7 @@ class TopK(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     sampling."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x):
@@ -339,6 +347,7 @@ class Cumsum(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.cumsum along rows: a prefix scan, lowered by XLA as a reduce-window."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x):
@@ -349,7 +358,7 @@ class Cumsum(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
         return np.cumsum(x, axis=-1)
 
     def inputs(self, profile, dtype, dispatch):
-        return (self.normal(_size(profile, "rows"), dtype),)
+        return (data.normal(_size(profile, "rows"), dtype),)
 
 
 def _table_inputs(profile, dtype):
@@ -363,6 +372,7 @@ class Gather(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """table[idx]: an embedding lookup of random rows (XLA gather)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(table, idx):
@@ -381,6 +391,7 @@ class ScatterAdd(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     (XLA scatter, a thunk-runtime canary)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(table, idx, updates):
@@ -401,15 +412,19 @@ class SegmentSum(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     network message aggregation."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
+
+    def static_arguments(self, profile, dtype):
+        _, _, lookups = _size(profile, "table")
+        return {"num_segments": lookups // ROWS_PER_SEGMENT}
 
     @staticmethod
-    def program(rows, segment_ids):
-        return jax.ops.segment_sum(rows, segment_ids,
-                                   num_segments=rows.shape[0] // ROWS_PER_SEGMENT)
+    def program(rows, segment_ids, *, num_segments):
+        return jax.ops.segment_sum(rows, segment_ids, num_segments=num_segments)
 
     @staticmethod
-    def reference(rows, segment_ids):
-        out = np.zeros((rows.shape[0] // ROWS_PER_SEGMENT,) + rows.shape[1:], rows.dtype)
+    def reference(rows, segment_ids, *, num_segments):
+        out = np.zeros((num_segments,) + rows.shape[1:], rows.dtype)
         np.add.at(out, segment_ids, rows)
         return out
 

@@ -1,11 +1,10 @@
-"""Automatic differentiation at steady state: the compiled derivative programs.
+"""Automatic differentiation at steady state: the compiled derivative programs, where a
+transpose rule that stops fusing or a remat that recomputes too much shows.
 
 Each class is one transformation (grad, jvp, vjp, jacfwd, jacrev, hessian, vmap of a
 per-example grad, grad through jax.checkpoint) of a small MLP or tanh layer; ``time_run`` times
-the compiled derivative. Every output is checked once against a hand-derived NumPy gradient,
-so a wrong derivative rule fails before anything is timed. The derivative's own cost relative
-to the forward pass is what these catch: a transpose rule that stops fusing, a remat that
-recomputes too much.
+the compiled derivative. Every output is checked against a hand-derived NumPy gradient in
+setup, so a wrong derivative rule fails before anything is timed.
 """
 
 import jax
@@ -16,9 +15,8 @@ from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
+
 
 # regular: each compiled derivative takes ~1-20 ms on a 2-core CPU
 SIZES = {
@@ -119,6 +117,7 @@ class Grad(phases.RunPhase, workload.Workload):
     """jax.grad of a one-hidden-layer MLP's mean squared error: the training step's core."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(params, x, y):
@@ -138,6 +137,7 @@ class Jvp(phases.RunPhase, workload.Workload):
     directional derivative together."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(params, direction, x, y):
@@ -161,6 +161,7 @@ class Vjp(phases.RunPhase, workload.Workload):
     with the forward output kept."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(params, x, cotangent):
@@ -178,9 +179,7 @@ class Vjp(phases.RunPhase, workload.Workload):
 
 
 class _OfLayer:
-    """Workloads differentiating tanh(W x) in x: same inputs, float32 only."""
-
-    params = [["float32"]]
+    """Workloads differentiating tanh(W x) in x: the same inputs."""
 
     def inputs(self, profile, dtype, dispatch):
         return _layer_inputs(profile, dtype)
@@ -188,6 +187,9 @@ class _OfLayer:
 
 class Jacfwd(_OfLayer, phases.RunPhase, workload.Workload):
     """jax.jacfwd of tanh(W x), 512x256 Jacobian (regular profile): one vmapped JVP per input."""
+
+    params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(w, x):
@@ -199,6 +201,9 @@ class Jacfwd(_OfLayer, phases.RunPhase, workload.Workload):
 class Jacrev(_OfLayer, phases.RunPhase, workload.Workload):
     """jax.jacrev of tanh(W x), 512x256 Jacobian (regular profile): one vmapped VJP per output."""
 
+    params = [["float32"]]
+    param_names = ["dtype"]
+
     @staticmethod
     def program(w, x):
         return jax.jacrev(_layer, argnums=1)(w, x)
@@ -208,6 +213,9 @@ class Jacrev(_OfLayer, phases.RunPhase, workload.Workload):
 
 class Hessian(_OfLayer, phases.RunPhase, workload.Workload):
     """jax.hessian of sum(tanh(W x)) in x (256x256): forward-over-reverse, vmapped."""
+
+    params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(w, x):
@@ -224,6 +232,7 @@ class PerExampleGrads(phases.RunPhase, workload.Workload):
     functions), where vmap must batch the transposed program."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(params, x, y):
@@ -247,6 +256,7 @@ class RematGrad(phases.RunPhase, workload.Workload):
     recomputes each layer instead of storing it (memory for FLOPs)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(ws, x):

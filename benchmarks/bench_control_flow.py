@@ -1,9 +1,9 @@
-"""Structured control flow at steady state: lax loops and branches with tiny bodies.
+"""Structured control flow at steady state: the per-iteration cost of lax loops and branches
+with tiny bodies, which the XLA:CPU thunk runtime (jaxlib 0.4.32+) made slower.
 
 Each class runs one lax primitive (scan, fori_loop, while_loop, cond, switch) for many
-iterations over a 16-wide state, so the time is the per-iteration cost of the runtime, not the
-arithmetic: the XLA:CPU thunk runtime (jaxlib 0.4.32+) made exactly these loops slower. Each
-program is checked against a NumPy loop once; a Python loop is no baseline worth timing.
+iterations over a 16-wide state, so the time is the runtime's, not the arithmetic's. Each
+program is checked against a NumPy loop in setup; a Python loop is no baseline worth timing.
 """
 
 import jax.numpy as jnp
@@ -14,9 +14,8 @@ from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
+
 
 # iterations per call; regular: ~2-10 ms on a 2-core CPU (100-500 ns per iteration)
 SIZES = {"quick": 64, "regular": 20000, "large": 200000}
@@ -58,6 +57,7 @@ class Scan(phases.RunPhase, workload.Workload):
     """lax.scan of an RNN-like step h = tanh(h/2 + x_t), stacking every state."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(h, xs):
@@ -84,6 +84,7 @@ class ForiLoop(phases.RunPhase, workload.Workload):
     iteration."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(c, xs):
@@ -103,6 +104,7 @@ class WhileLoop(phases.RunPhase, workload.Workload):
     """lax.while_loop whose trip count is a device value, so XLA cannot know or unroll it."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(c, steps):
@@ -127,6 +129,7 @@ class Cond(phases.RunPhase, workload.Workload):
     input (a real conditional per step, not a select)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(c, xs):
@@ -153,6 +156,7 @@ class Switch(phases.RunPhase, workload.Workload):
     input."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(c, xs, branch):

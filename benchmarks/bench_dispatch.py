@@ -8,12 +8,10 @@ flattening, static and keyword arguments, Python scalars, host inputs, PRNG keys
 methods, donated buffers, and eager (op-by-op) operations.
 
 Where the timed call differs from ``run(*device inputs)`` (Python scalars, NumPy inputs, typed
-keys), ``setup`` swaps the arguments the dispatch phases pass; call styles the suite's runner
-cannot express (static, keyword, bound-method calls) go through one plain Python function that
-calls a jitted function the way user code does, which adds one Python call (~0.1 us).
-
-Each class's first parameter is the dtype (float32 only); later parameters default to their
-first value, because the shared waiting test sets a workload up with the dtype alone.
+keys), the class's ``call_arguments`` names what the dispatch phases pass instead; call styles
+the suite's runner cannot express (static, keyword, bound-method calls) go through one plain
+Python function that calls a jitted function the way user code does, which adds one Python
+call (~0.1 us).
 """
 
 import dataclasses
@@ -28,9 +26,8 @@ from jaxbench_helpers.runtime import data, device, monitor, phases, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
+
 
 NUM_ARGS = [10, 100, 1000]
 PYTREE_NODES = ["dict", "list", "custom_class", "dataclass"]
@@ -57,29 +54,15 @@ def _vector(profile, dtype, seed=data.SEED):
     return data.normal((profile.dispatch_side,), dtype, seed)
 
 
-class _CallArguments:
-    """Mixin: the dispatch phases pass ``call_arguments(prepared, *params)`` instead of the device
-    inputs (set once per process, then warmed so no timed call compiles)."""
-
-    def setup(self, *params):
-        super().setup(*params)
-        if not params:
-            return  # asv_runner's parameter-free call before setup_cache
-        prepared = self.prepared
-        if not getattr(prepared, "call_arguments_set", False):
-            prepared.tiny_args = self.call_arguments(prepared, *params)
-            device.block(prepared.run(*prepared.tiny_args))
-            prepared.call_arguments_set = True
-
-
 # ---- the jit fast path --------------------------------------------------------------------
 
 
-class JitTrivial(phases.DispatchPhases, workload.Workload):
+class JitTrivial(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """jit of a function that swaps its two arguments (api_benchmark's jit_trivial): the floor
     of a jitted call, no computation, two outputs; once 246 us, fixed to 4 us in 0.4.15."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x, y):
@@ -93,7 +76,7 @@ class JitTrivial(phases.DispatchPhases, workload.Workload):
         return _scalar(dtype), _scalar(dtype, data.SEED + 1)
 
 
-class JitSimple(_CallArguments, phases.DispatchPhases, workload.Workload):
+class JitSimple(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """jit of x + y on scalars (api_benchmark's jit_simple) with y a device array, both NumPy
     arrays (host-to-device transfer inside the call), or a weak-typed Python float."""
 
@@ -108,21 +91,21 @@ class JitSimple(_CallArguments, phases.DispatchPhases, workload.Workload):
     def reference(x, y):
         return x + y
 
-    def inputs(self, profile, dtype, inputs=SIMPLE_INPUTS[0], *, dispatch):
+    def inputs(self, profile, dtype, inputs, dispatch):
         return _scalar(dtype), _scalar(dtype, data.SEED + 1)
 
-    def call_arguments(self, prepared, dtype, inputs=SIMPLE_INPUTS[0]):
+    def call_arguments(self, prepared, dtype, inputs):
         if inputs == "host":
             return prepared.host_args
         if inputs == "python_scalar":
             return prepared.tiny_args[0], PYTHON_SCALAR
-        return prepared.tiny_args
+        return None
 
 
 # ---- arguments: count, pytrees, static, keyword ------------------------------------------
 
 
-class JitManyArgs(phases.DispatchPhases, workload.Workload):
+class JitManyArgs(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """jit of x + sum(xs) with xs a list of num_args device scalars (api_benchmark's
     jit_simple_many_args): flattening and per-argument checks, linear in num_args."""
 
@@ -137,7 +120,7 @@ class JitManyArgs(phases.DispatchPhases, workload.Workload):
     def reference(x, xs):
         return x + np.sum(xs, dtype=x.dtype)
 
-    def inputs(self, profile, dtype, num_args=NUM_ARGS[0], *, dispatch):
+    def inputs(self, profile, dtype, num_args, dispatch):
         return _scalar(dtype), _scalars(num_args, dtype, data.SEED + 1)
 
 
@@ -184,7 +167,7 @@ def _records(node, leaves):
     return [make(a, b) for a, b in zip(leaves[::2], leaves[1::2])]
 
 
-class JitPytreeArgs(phases.DispatchPhases, workload.Workload):
+class JitPytreeArgs(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """jit of a device scalar added to every leaf of a list of 8 records (dicts, lists, a
     registered class or a dataclass) of two scalars: pytree flatten in, unflatten out."""
 
@@ -199,7 +182,7 @@ class JitPytreeArgs(phases.DispatchPhases, workload.Workload):
     def reference(x, records):
         return jax.tree_util.tree_map(lambda leaf: leaf + x, records)
 
-    def inputs(self, profile, dtype, node=PYTREE_NODES[0], *, dispatch):
+    def inputs(self, profile, dtype, node, dispatch):
         leaves = _scalars(2 * PYTREE_RECORDS, dtype, data.SEED + 1)
         return _scalar(dtype), _records(node, leaves)
 
@@ -211,11 +194,12 @@ def _scale(x, factor):
 _SCALE_STATIC = jax.jit(_scale, static_argnums=1)
 
 
-class JitStaticArg(phases.DispatchPhases, workload.Workload):
+class JitStaticArg(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """A jitted f(x, 3) with the int static (static_argnums): hashing and comparing the static
     argument on every call, through one plain Python call."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
     jit_program = False
 
     @staticmethod
@@ -237,11 +221,12 @@ def _add(x, y):
 _ADD = jax.jit(_add)
 
 
-class JitKeywordArgs(phases.DispatchPhases, workload.Workload):
+class JitKeywordArgs(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """A jitted x + y called as f(x=x, y=y): the keyword-argument path of a jit call, through
     one plain Python call (compare with JitSimple at inputs=device)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
     jit_program = False
 
     @staticmethod
@@ -259,7 +244,7 @@ class JitKeywordArgs(phases.DispatchPhases, workload.Workload):
 # ---- PRNG keys ------------------------------------------------------------------------------
 
 
-class JitRandomKey(_CallArguments, phases.DispatchPhases, workload.Workload):
+class JitRandomKey(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """jit of a step that splits a PRNG key and adds normal noise, called with a typed
     jax.random.key or a raw uint32 PRNGKey (random_benchmark): typed keys once fell off the C++
     fast path (fixed in 0.4.16)."""
@@ -272,26 +257,27 @@ class JitRandomKey(_CallArguments, phases.DispatchPhases, workload.Workload):
         sample_key, next_key = jax.random.split(key)
         return x + jax.random.normal(sample_key, x.shape, x.dtype), next_key
 
-    def inputs(self, profile, dtype, key=KEY_KINDS[0], *, dispatch):
+    def inputs(self, profile, dtype, key, dispatch):
         if key == "typed" and not hasattr(jax.random, "key"):
             raise NotImplementedError("typed PRNG keys need jax.random.key (jax 0.4.16+)")
         # the raw key's bits: what jax.random.PRNGKey(KEY_SEED) gives (threefry)
         return _vector(profile, dtype), np.array([0, KEY_SEED], np.uint32)
 
-    def call_arguments(self, prepared, dtype, key=KEY_KINDS[0]):
+    def call_arguments(self, prepared, dtype, key):
         if key == "typed":
             return prepared.tiny_args[0], device.put(jax.random.key(KEY_SEED), prepared.device)
-        return prepared.tiny_args
+        return None
 
 
 # ---- eager (op-by-op) ---------------------------------------------------------------------
 
 
-class EagerUnary(phases.DispatchPhases, workload.Workload):
+class EagerUnary(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """lax.neg on a device scalar, not jitted (api_benchmark's eager_unary): one primitive
     through the op-by-op path (-40% when eager became a jit, 2023-11)."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
     jit_program = False
 
     @staticmethod
@@ -306,11 +292,12 @@ class EagerUnary(phases.DispatchPhases, workload.Workload):
         return (_scalar(dtype),)
 
 
-class EagerBinary(phases.DispatchPhases, workload.Workload):
+class EagerBinary(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """x + y on two device scalars, not jitted (api_benchmark's eager_binary): operator
     overloading, dtype promotion and one primitive, op by op."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
     jit_program = False
 
     @staticmethod
@@ -325,11 +312,12 @@ class EagerBinary(phases.DispatchPhases, workload.Workload):
         return _scalar(dtype), _scalar(dtype, data.SEED + 1)
 
 
-class EagerIndexing(phases.DispatchPhases, workload.Workload):
+class EagerIndexing(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """x[3] and x[2:5] on a device vector, not jitted (api_benchmark's repeated static
     indexing and slicing): NumPy-style indexing, two eager operations per call."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
     jit_program = False
 
     @staticmethod
@@ -362,11 +350,12 @@ class Scaler:
 _SCALER = Scaler(STATIC_FACTOR)
 
 
-class JitMethod(phases.DispatchPhases, workload.Workload):
+class JitMethod(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """model.apply(x) with apply a jitted method: binding the method and hashing the static
     instance on every call, through one plain Python call."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
     jit_program = False
 
     @staticmethod
@@ -385,11 +374,12 @@ class JitMethod(phases.DispatchPhases, workload.Workload):
 _DONATION_WARNING = "Some donated buffers were not usable"
 
 
-class JitDonated(phases.DispatchPhases, workload.Workload):
+class JitDonated(workload.Workload):
     """jit of x + 1 with x donated (donate_argnums), each output fed back as the next input
     (a training-loop state update): donation bookkeeping on every call."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
     jit_options = {"donate_argnums": (0,)}
 
     def warm_compilation_cache(self):
@@ -422,6 +412,12 @@ class JitDonated(phases.DispatchPhases, workload.Workload):
 
     @monitor.forbid_compile
     def time_dispatch_100_calls(self, *params):
+        """100 calls queued back to back, each donating its input and passing its output to
+        the next, then one wait for the last output.
+
+        Timed: per call, JAX's overhead with the donation bookkeeping; the device work still
+        queued at the end. Not timed: compiling and placing the first input (setup).
+        """
         run, (x,) = self.prepared.run, self.prepared.tiny_args
         for _ in range(workload.DISPATCH_CALLS):
             x = run(x)
@@ -429,7 +425,17 @@ class JitDonated(phases.DispatchPhases, workload.Workload):
 
     @monitor.forbid_compile
     def time_latency_100_calls(self, *params):
-        run, (x,) = self.prepared.run, self.prepared.tiny_args
+        """100 calls, each donating its input and passing its output to the next, each
+        waited for before the next.
+
+        Timed: per call, dispatch with the donation bookkeeping, the device computing, the
+        wait. Not timed: compiling and placing the first input (setup), finding the function
+        that waits (bound once, before the loop).
+        """
+        run, (x,), wait = self.prepared.run, self.prepared.tiny_args, device.waiter()
         for _ in range(workload.DISPATCH_CALLS):
-            x = device.block(run(x))
+            x = wait(run(x))
         self.prepared.tiny_args = (x,)
+
+    # 2: the wait is bound once, as in phases.LatencyPhase
+    time_latency_100_calls.version = "2"

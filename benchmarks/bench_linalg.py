@@ -1,10 +1,11 @@
-"""Dense linear algebra at steady state: the LAPACK-backed decompositions jaxlib ships.
+"""Dense linear algebra at steady state: the LAPACK-backed decompositions jaxlib ships, where
+a change is usually jaxlib's (its LAPACK kernels or their custom-call wrappers), not XLA's.
 
 Each class is one jnp.linalg routine on a square matrix, in float32 and float64 (precision is
-the point of these routines); ``time_run`` times the compiled program, ``time_numpy`` the same
-routine in numpy.linalg. A change here is usually jaxlib's (its LAPACK kernels or their
-custom-call wrappers), not XLA's. Decompositions that are unique only up to signs get an
-O(n^2) sign convention in both programs, so the factors themselves can be compared.
+the point of these routines; float64 runs with x64 on); ``time_run`` times the compiled
+program, ``time_numpy`` the same routine in numpy.linalg. Decompositions that are unique only
+up to signs get an O(n^2) sign convention in both programs, so the factors themselves can be
+compared.
 """
 
 import jax.numpy as jnp
@@ -14,9 +15,8 @@ from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
+
 
 # matrix side per profile; regular: float64 svd, the slowest, ~20 ms on a 2-core CPU
 SIZES = {"quick": 32, "regular": 192, "large": 1024}
@@ -75,6 +75,10 @@ class Cholesky(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.linalg.cholesky of a symmetric positive definite matrix (LAPACK potrf)."""
 
     params = [["float32", "float64"]]
+    param_names = ["dtype"]
+
+    def x64(self, dtype):
+        return dtype == "float64"
 
     @staticmethod
     def program(a):
@@ -93,6 +97,10 @@ class Solve(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     factorisation, getrf, then triangular solves)."""
 
     params = [["float32", "float64"]]
+    param_names = ["dtype"]
+
+    def x64(self, dtype):
+        return dtype == "float64"
 
     @staticmethod
     def program(a, b):
@@ -113,6 +121,10 @@ class Qr(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.linalg.qr of a general square matrix (Householder geqrf plus orgqr for Q)."""
 
     params = [["float32", "float64"]]
+    param_names = ["dtype"]
+
+    def x64(self, dtype):
+        return dtype == "float64"
 
     @staticmethod
     def program(a):
@@ -130,6 +142,10 @@ class Svd(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.linalg.svd of a general square matrix, singular vectors included (gesdd)."""
 
     params = [["float32", "float64"]]
+    param_names = ["dtype"]
+
+    def x64(self, dtype):
+        return dtype == "float64"
 
     @staticmethod
     def program(a):
@@ -147,6 +163,10 @@ class Eigh(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.linalg.eigh of a symmetric matrix, eigenvectors included (syevd)."""
 
     params = [["float32", "float64"]]
+    param_names = ["dtype"]
+
+    def x64(self, dtype):
+        return dtype == "float64"
 
     @staticmethod
     def program(a):

@@ -1,24 +1,28 @@
-"""Matrix products: the two workloads of JAX's asynchronous-dispatch documentation.
-
-Each class is one workload; its ``time_*`` methods (from ``jaxbench_helpers.workload``) are the
-phases: run, dispatch, latency, trace, lower, compile, transfer, and the NumPy baseline.
-"""
+"""Matrix products: the two workloads of JAX's asynchronous-dispatch documentation, in every
+phase (run, dispatch, latency, trace, lower, compile, both transfers, the NumPy baseline), in
+float32 and float64."""
 
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbench_helpers.runtime import phases, workload
+from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
 
 
-class SquareMatmul(phases.AllPhases, workload.Workload):
+class SquareMatmul(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+                   phases.StagePhases, phases.TransferPhases, phases.NumpyBaseline,
+                   workload.Workload):
     """jnp.dot(x, x) on a square matrix (1000x1000 in the regular profile): the docs' example
     whose dispatch-only timing looked like 269 us."""
+
+    params = [["float32", "float64"]]
+    param_names = ["dtype"]
+
+    def x64(self, dtype):
+        return dtype == "float64"
 
     @staticmethod
     def program(x):
@@ -30,12 +34,20 @@ class SquareMatmul(phases.AllPhases, workload.Workload):
 
     def inputs(self, profile, dtype, dispatch):
         side = profile.dispatch_side if dispatch else profile.matrix_side
-        return (self.normal((side, side), dtype),)
+        return (data.normal((side, side), dtype),)
 
 
-class CenteredGram(phases.AllPhases, workload.Workload):
+class CenteredGram(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+                   phases.StagePhases, phases.TransferPhases, phases.NumpyBaseline,
+                   workload.Workload):
     """x.T @ (x - x.mean(axis=0)): a reduction, a broadcast and a matmul fused in one program
     (the second example of the async-dispatch docs)."""
+
+    params = [["float32", "float64"]]
+    param_names = ["dtype"]
+
+    def x64(self, dtype):
+        return dtype == "float64"
 
     @staticmethod
     def program(x):
@@ -47,4 +59,4 @@ class CenteredGram(phases.AllPhases, workload.Workload):
 
     def inputs(self, profile, dtype, dispatch):
         side = profile.dispatch_side if dispatch else profile.matrix_side
-        return (self.normal((side, side), dtype),)
+        return (data.normal((side, side), dtype),)

@@ -2,8 +2,8 @@
 
 Each class is one model (an MLP and a CNN SGD step, a transformer block's forward and
 backward pass, an RK4 integration of the Lorenz system); its ``time_*`` methods are the phases
-(run, dispatch, trace, lower, compile, transfer, NumPy baseline) and its ``track_*`` methods
-the facts of the compiled program (FLOPs, bytes, instructions, buffer sizes).
+it lists (run, dispatch, latency, trace, lower, compile, transfers, NumPy baseline) and its
+``track_*`` methods the facts of the compiled program (FLOPs, bytes, instructions, buffers).
 """
 
 import math
@@ -17,9 +17,8 @@ from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
+
 
 # Per model and profile; "tiny" is the dispatch size, small enough that Python overhead shows.
 SIZES = {
@@ -70,11 +69,14 @@ def _mlp_loss(params, x, y):
     return jnp.mean((out - y) ** 2)
 
 
-class MLPTrainStep(phases.AllPhases, phases.CompiledFacts, workload.Workload):
+class MLPTrainStep(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+                   phases.StagePhases, phases.TransferPhases, phases.NumpyBaseline,
+                   phases.CompiledFacts, workload.Workload):
     """One SGD step of a 3-layer tanh MLP on a regression batch (256x512 regular): the smallest
     realistic training loop, value_and_grad plus a pytree update."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x, y, params):
@@ -104,7 +106,7 @@ class MLPTrainStep(phases.AllPhases, phases.CompiledFacts, workload.Workload):
                   "b2": np.zeros(width, dtype),
                   "w3": _weight((width, MLP_OUTPUTS), dtype, 3, width),
                   "b3": np.zeros(MLP_OUTPUTS, dtype)}
-        return (self.normal((batch, width), dtype),
+        return (data.normal((batch, width), dtype),
                 data.normal((batch, MLP_OUTPUTS), dtype, seed=data.SEED + 4), params)
 
 
@@ -142,12 +144,14 @@ def _transformer_loss(params, x):
     return jnp.mean(_transformer_block(x, params) ** 2)
 
 
-class TransformerBlock(phases.RunPhase, phases.DispatchPhases, phases.StagePhases,
-                       phases.TransferPhases, phases.CompiledFacts, workload.Workload):
+class TransformerBlock(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+                       phases.StagePhases, phases.TransferPhases, phases.CompiledFacts,
+                       workload.Workload):
     """Forward and backward pass of one pre-LN transformer block (4 heads, 4x128x128 regular):
     the unit every large model repeats, attention and MLP under value_and_grad."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(x, params):
@@ -166,7 +170,7 @@ class TransformerBlock(phases.RunPhase, phases.DispatchPhases, phases.StagePhase
                   "b_up": np.zeros(wide, dtype),
                   "w_down": _weight((wide, width), dtype, 16, wide),
                   "b_down": np.zeros(width, dtype)}
-        return (self.normal((batch, seq, width), dtype), params)
+        return (data.normal((batch, seq, width), dtype), params)
 
 
 # ---- CNN --------------------------------------------------------------------------------------
@@ -183,12 +187,14 @@ def _cnn_loss(params, images, labels):
     return -jnp.mean(jnp.sum(labels * jax.nn.log_softmax(logits), axis=-1))
 
 
-class CNNTrainStep(phases.RunPhase, phases.DispatchPhases, phases.StagePhases,
-                   phases.TransferPhases, phases.CompiledFacts, workload.Workload):
+class CNNTrainStep(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+                   phases.StagePhases, phases.TransferPhases, phases.CompiledFacts,
+                   workload.Workload):
     """One SGD step of a small CNN (two 3x3 convolutions, the second strided, and a dense
     softmax layer; 32 RGB 32x32 images regular): convolutions forward and backward."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(images, labels, params):
@@ -206,7 +212,7 @@ class CNNTrainStep(phases.RunPhase, phases.DispatchPhases, phases.StagePhases,
                   "dense": _weight((flat, CNN_CLASSES), dtype, 23, flat),
                   "b3": np.zeros(CNN_CLASSES, dtype)}
         labels = np.eye(CNN_CLASSES, dtype=dtype)[np.arange(batch) % CNN_CLASSES]
-        return (self.normal((batch, side, side, IMAGE_CHANNELS), dtype), labels, params)
+        return (data.normal((batch, side, side, IMAGE_CHANNELS), dtype), labels, params)
 
 
 # ---- ODE ----------------------------------------------------------------------------------------
@@ -225,11 +231,14 @@ def _rk4_step(xp, state, dt):
     return state + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
-class ODEIntegration(phases.AllPhases, phases.CompiledFacts, workload.Workload):
+class ODEIntegration(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+                     phases.StagePhases, phases.TransferPhases, phases.NumpyBaseline,
+                     phases.CompiledFacts, workload.Workload):
     """RK4 integration of a batch of Lorenz-63 systems over a time grid (512 systems, 500
     steps regular) in lax.fori_loop: a simulation loop of small fused steps."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(state, times):
@@ -247,5 +256,5 @@ class ODEIntegration(phases.AllPhases, phases.CompiledFacts, workload.Workload):
     def inputs(self, profile, dtype, dispatch):
         systems, steps = _size("ode", profile, dispatch)
         # (x, y, z) rows; start near the attractor, spread out by seeded noise
-        start = self.normal((3, systems), dtype) + np.asarray([[1.0], [1.0], [25.0]], dtype)
+        start = data.normal((3, systems), dtype) + np.asarray([[1.0], [1.0], [25.0]], dtype)
         return (start, (np.arange(steps + 1) * ODE_DT).astype(dtype))

@@ -4,7 +4,10 @@ data-parallel training step, each over a mesh of 8 devices.
 On CPU the 8 devices are simulated (``--xla_force_host_platform_device_count=8``, added to
 XLA_FLAGS in ``setup`` before JAX's backend starts); on a GPU machine they are the real ones.
 With fewer devices the benchmarks skip. Inputs are placed on the mesh by each workload's
-partition specs, and every program is warmed with exactly those placed inputs.
+partition specs, and every program is warmed with exactly those placed inputs. Programs with
+collectives list the latency phase alone: more than about 32 of them in flight deadlock
+XLA:CPU's simulated devices (seen on 0.4.20 and 0.10.2), so the queued dispatch phase would
+hang.
 """
 
 import os
@@ -15,9 +18,8 @@ from jaxbench_helpers.runtime import data, device, phases, platform, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
+
 
 DEVICES = 8
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
@@ -78,18 +80,10 @@ def shard_map(fn, on, in_specs, out_specs):
     return mapper(fn, mesh=on, in_specs=in_specs, out_specs=out_specs)
 
 
-# Programs with collectives get the latency phase alone: more than about 32 of them in flight
-# deadlock XLA:CPU's simulated devices (seen on 0.4.20 and 0.10.2), so the queued dispatch
-# phase would hang.
-LATENCY_PHASE = phases.DispatchPhases.time_latency_100_calls
-
-
 class _MeshWorkload(workload.Workload):
     """Base of this module's workloads: the backend gets DEVICES devices, and inputs go onto
     the mesh by the workload's partition specs."""
 
-    params = [["float32"]]
-    param_names = ["dtype"]
     mesh_shape = (DEVICES,)
     axis_names = ("devices",)
     # partition specs as axis-name tuples (PartitionSpec needs jax: built in in_shardings):
@@ -120,10 +114,13 @@ class _MeshWorkload(workload.Workload):
         return device.put(host_args, self.in_shardings())
 
 
-class ShardedMatmul(phases.RunPhase, phases.DispatchPhases, _MeshWorkload):
+class ShardedMatmul(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+                    _MeshWorkload):
     """x @ w on a 4x2 mesh, x split by rows and w by columns: each device computes its own
     output block, no collective, so the dispatch phases time sharded dispatch to 8 devices."""
 
+    params = [["float32"]]
+    param_names = ["dtype"]
     mesh_shape = (DEVICES // 2, 2)
     axis_names = ("rows", "cols")
     in_specs = (("rows", None), (None, "cols"))
@@ -150,12 +147,13 @@ def _blocks(sides, profile, dtype, dispatch):
     return (data.normal((DEVICES, side, side), dtype),)
 
 
-class ShardMapPsum(phases.RunPhase, _MeshWorkload):
+class ShardMapPsum(phases.RunPhase, phases.LatencyPhase, _MeshWorkload):
     """psum of one block per device inside shard_map: the all-reduce of data-parallel
     gradients, written by hand; tiny calls measure a collective's round trip."""
 
+    params = [["float32"]]
+    param_names = ["dtype"]
     in_specs = (("devices",),)
-    time_latency_100_calls = LATENCY_PHASE
 
     @staticmethod
     def program(x):
@@ -180,6 +178,8 @@ class ShardMapAllGather(phases.RunPhase, _MeshWorkload):
     """all_gather of one block per device inside shard_map: every device ends with all
     blocks (parameter gathering in fully sharded data parallelism)."""
 
+    params = [["float32"]]
+    param_names = ["dtype"]
     in_specs = (("devices",),)
 
     @staticmethod
@@ -203,13 +203,14 @@ class ShardMapAllGather(phases.RunPhase, _MeshWorkload):
         return _blocks(GATHER_BLOCK, profile, dtype, dispatch)
 
 
-class DataParallelStep(phases.RunPhase, _MeshWorkload):
+class DataParallelStep(phases.RunPhase, phases.LatencyPhase, _MeshWorkload):
     """One SGD step of a tanh MLP, batch split over 8 devices, parameters replicated: XLA
     all-reduces the gradients (the data-parallel training loop's step)."""
 
+    params = [["float32"]]
+    param_names = ["dtype"]
     in_specs = (("devices",), ("devices",), ())
     out_spec = ()
-    time_latency_100_calls = LATENCY_PHASE
 
     @staticmethod
     def program(x, y, params):

@@ -1,10 +1,10 @@
-"""Random number generation at steady state: jax.random samplers, compiled.
+"""Random number generation at steady state: the compiled jax.random samplers (threefry bits,
+then the transform to the distribution).
 
 Each class draws one batch of samples from a key made in setup and passed in as a program
 argument (a typed ``jax.random.key`` where this JAX has one, else a raw ``PRNGKey``), so the
-timed call is the generator's device work (threefry bits, then the transform) and nothing
-else. The output is random, so it is only checked to be finite; NumPy's generators are a
-different algorithm and no baseline.
+timed call is the generator's device work and nothing else. The output is random, so setup
+only checks it is finite; NumPy's generators are a different algorithm and no baseline.
 """
 
 import jax
@@ -14,9 +14,8 @@ from jaxbench_helpers.runtime import data, phases, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
+
 
 # regular: ~5-15 ms on a 2-core CPU (threefry costs ~25 ns per 32-bit draw there)
 SIZES = {
@@ -33,22 +32,26 @@ def _key():
     return make(data.SEED)
 
 
-def _template(profile, dtype):
-    """An array whose shape and dtype the samples take (its values are never read)."""
-    return np.zeros(SIZES[profile.name]["samples"], dtype)
+def _samples(profile, dtype):
+    """The shape and dtype of the samples, static to jit."""
+    return {"shape": (SIZES[profile.name]["samples"],), "dtype": np.dtype(dtype)}
 
 
 class Uniform(phases.RunPhase, workload.Workload):
     """jax.random.uniform, 2^18 float32 draws (regular profile): raw threefry throughput."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
+
+    def static_arguments(self, profile, dtype):
+        return _samples(profile, dtype)
 
     @staticmethod
-    def program(like, key):
-        return jax.random.uniform(key, like.shape, like.dtype)
+    def program(key, *, shape, dtype):
+        return jax.random.uniform(key, shape, dtype)
 
     def inputs(self, profile, dtype, dispatch):
-        return _template(profile, dtype), _key()
+        return (_key(),)
 
 
 class Normal(phases.RunPhase, workload.Workload):
@@ -56,13 +59,17 @@ class Normal(phases.RunPhase, workload.Workload):
     transform."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
+
+    def static_arguments(self, profile, dtype):
+        return _samples(profile, dtype)
 
     @staticmethod
-    def program(like, key):
-        return jax.random.normal(key, like.shape, like.dtype)
+    def program(key, *, shape, dtype):
+        return jax.random.normal(key, shape, dtype)
 
     def inputs(self, profile, dtype, dispatch):
-        return _template(profile, dtype), _key()
+        return (_key(),)
 
 
 class Categorical(phases.RunPhase, workload.Workload):
@@ -70,6 +77,7 @@ class Categorical(phases.RunPhase, workload.Workload):
     Gumbel-max sampler of token generation."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(logits, key):

@@ -34,13 +34,32 @@ class ColdStart:
         platform.device()  # skips (n/a) where the platform has no device
 
     def timeraw_import_jax(self):
+        """``import jax`` in a fresh interpreter.
+
+        Timed: importing jax, jaxlib and their imports. Not timed: starting the interpreter.
+        """
         return "import jax"
 
     def timeraw_backend_start(self):
+        """``jax.devices()`` in a fresh interpreter that has imported jax.
+
+        Timed: starting the backend of the selected platform and listing its devices.
+        Not timed: the interpreter, importing jax.
+        """
         return "jax.devices()", "import jax"
 
     def timeraw_first_jit_call(self):
+        """The first call of a jitted function, waited for, in a fresh interpreter.
+
+        Timed: tracing, lowering, compiling and running it once. Not timed: the interpreter,
+        importing jax, starting the backend, placing the 8-element input.
+        """
         return "jax.jit(lambda a: a * 2 + 1)(x).block_until_ready()", _STARTED
 
     def timeraw_first_eager_op(self):
+        """The first eager ``jnp.sin``, waited for, in a fresh interpreter.
+
+        Timed: compiling the op's one-primitive program and running it. Not timed: the
+        interpreter, importing jax, starting the backend, placing the 8-element input.
+        """
         return "jnp.sin(x).block_until_ready()", _STARTED

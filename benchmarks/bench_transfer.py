@@ -17,9 +17,8 @@ from jaxbench_helpers.runtime import data, device, monitor, phases, workload
 
 
 def setup_cache():
-    """One warm-up process for every workload class here (asv runs it before any
-    benchmark of the module, in the folder they all share)."""
     workload.warm_module(__name__)
+
 
 BYTES = {"1KB": 1 << 10, "64KB": 64 << 10, "1MB": 1 << 20, "16MB": 16 << 20, "64MB": 64 << 20}
 DTYPE = "float32"
@@ -69,10 +68,16 @@ class ArrayTransfer(phases.TransferPhases, workload.Workload):
             self.prepared.slots["np_asarray"] = device.block(
                 self.prepared.run(*self.prepared.args))
 
-    # one never-converted array per sample, as for time_to_host
     @workload.cold
     @monitor.forbid_compile
     def time_np_asarray(self, size):
+        """``np.asarray`` of an output that setup computed and waited for, never converted
+        before (one per sample, as for time_to_host).
+
+        Timed: the conversion to a NumPy array (on CPU an alias of the buffer, elsewhere a
+        device -> host copy). Not timed: computing the output (setup), freeing it and its
+        host copy (the next setup).
+        """
         array = self.prepared.take("np_asarray")
         self.prepared.keep(array, np.asarray(array))
 
@@ -86,13 +91,14 @@ class PytreeTransfer(phases.TransferPhases, workload.Workload):
     a model's parameters or a batch of features."""
 
     params = [["float32"]]
+    param_names = ["dtype"]
 
     @staticmethod
     def program(*leaves):
         return [_doubled(leaf) for leaf in leaves]
 
     def inputs(self, profile, dtype, dispatch):
-        rows = self.normal((PYTREE_LEAVES, int(np.prod(PYTREE_LEAF_SHAPE))), dtype)
+        rows = data.normal((PYTREE_LEAVES, int(np.prod(PYTREE_LEAF_SHAPE))), dtype)
         return tuple(row.reshape(PYTREE_LEAF_SHAPE) for row in rows)
 
 
@@ -113,6 +119,12 @@ class Bandwidth(workload.Workload):
 
     @monitor.forbid_compile
     def track_to_device_bytes_per_second(self, size):
+        """Bytes over the median time of 5 ``device_put`` calls of the 64 MB array, each waited
+        for.
+
+        Timed, per transfer: the host -> device copy and the wait. Not timed: freeing the
+        copies (after all five are timed).
+        """
         host = self.prepared.host_args[0]
         target = self.prepared.device
         seconds = _median_seconds(
@@ -121,6 +133,12 @@ class Bandwidth(workload.Workload):
 
     @monitor.forbid_compile
     def track_to_host_bytes_per_second(self, size):
+        """Bytes over the median time of 5 ``jax.device_get`` calls, each of a different
+        64 MB output computed and waited for before any timing.
+
+        Timed, per transfer: the device -> host copy into a NumPy array. Not timed: computing
+        the outputs, freeing them and their copies (after all five are timed).
+        """
         import jax
 
         run, args = self.prepared.run, self.prepared.args

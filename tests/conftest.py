@@ -37,10 +37,10 @@ def sdist_cache(tmp_path_factory):
 
 @pytest.fixture
 def fresh(profile):
-    """Quick sizes, and each phase in its own state, as asv runs each in its own process."""
-    from jaxbench_helpers.runtime import workload
+    """Quick sizes (each benchmark object prepares its own state, as asv's one object per
+    process does); 64-bit mode off again afterwards, as a new process has it."""
+    from jaxbench_helpers.runtime import compat
 
     profile("quick")
-    workload.forget_prepared()
     yield
-    workload.forget_prepared()
+    compat.set_x64(False)

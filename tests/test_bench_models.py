@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks import bench_memory, bench_models, bench_startup, bench_transfer
-from jaxbench_helpers.runtime import profiles, workload
+from jaxbench_helpers.runtime import profiles
 
 MODELS = [bench_models.MLPTrainStep, bench_models.TransformerBlock, bench_models.CNNTrainStep,
           bench_models.ODEIntegration]
@@ -25,9 +25,7 @@ def quick(profile, tmp_path, monkeypatch):
     """The quick profile, a clean working directory for the compilation cache, no state left."""
     profile("quick")
     monkeypatch.chdir(tmp_path)
-    workload.forget_prepared()
     yield profiles.current()
-    workload.forget_prepared()
 
 
 def leaves(tree):

@@ -10,9 +10,11 @@ import subprocess
 import sys
 import textwrap
 
+import jax
 import pytest
 
 from benchmarks import bench_multidevice
+from jaxbench_helpers.runtime import versions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLASSES = ["ShardedMatmul", "ShardMapPsum", "ShardMapAllGather", "DataParallelStep"]
@@ -108,12 +110,39 @@ def test_collectives_are_in_the_compiled_programs(report):
     assert "all-reduce" not in report["ShardedMatmul"]["hlo"]  # each device owns its block
 
 
+# programs each class's setup warms: the full-size one, and the tiny one where it has a
+# dispatch or latency phase
+WARMED_PROGRAMS = sum(1 + any(hasattr(getattr(bench_multidevice, name), phase)
+                              for phase in ("time_dispatch_100_calls", "time_latency_100_calls"))
+                      for name in CLASSES)
+
+
+def persistent_cache_problems(events):
+    """What the persistent-cache events of the setups show wrong; [] if every warmed program
+    was loaded from what setup_cache left."""
+    hits = events.get("/jax/compilation_cache/cache_hits", 0)
+    misses = events.get("/jax/compilation_cache/cache_misses", 0)
+    problems = []
+    if hits < WARMED_PROGRAMS:
+        problems.append(f"{hits} cache hits for {WARMED_PROGRAMS} warmed programs")
+    if misses:
+        problems.append(f"{misses} cache misses")
+    return problems
+
+
 def test_setup_loads_the_executables_setup_cache_compiled(report):
     events = report["events"]
     print("persistent cache:", {k: v for k, v in events.items() if "compilation_cache" in k})
-    if "/jax/compilation_cache/cache_hits" not in events:
+    if versions.release(jax.__version__) < (0, 4, 26):
         pytest.skip("this jax has no persistent cache on CPU (before 0.4.26)")
-    assert events.get("/jax/compilation_cache/cache_misses", 0) == 0
+    assert persistent_cache_problems(events) == []
+
+
+def test_the_cache_check_fails_where_setup_compiles(tmp_path):
+    """The control: the same setups in a folder setup_cache never filled compile everything."""
+    events = _in_fresh_process(RUN_EVERY_PHASE, tmp_path)["events"]
+    assert persistent_cache_problems(events) == [f"0 cache hits for {WARMED_PROGRAMS} "
+                                                 "warmed programs"]
 
 
 ONE_DEVICE_FIRST = f"""

@@ -33,9 +33,7 @@ def quick(profile, tmp_path, monkeypatch):
     """The quick profile, asv's shared folder in a temporary directory, x64 off after."""
     profile("quick")
     monkeypatch.chdir(tmp_path)
-    workload.forget_prepared()
     yield
-    workload.forget_prepared()
     compat.set_x64(False)
 
 
@@ -52,7 +50,7 @@ def test_every_deterministic_workload_has_a_reference():
 
 
 def test_random_samples_have_the_right_distribution(quick):
-    """The random workloads' outputs are only checked to be finite by setup_cache: check
+    """The random workloads' outputs are only checked to be finite (setup_cache, setup): check
     their moments and ranges here (4096 draws: the bounds are about 10 standard errors)."""
     draws = {}
     for cls in workload_classes([bench_random]):
@@ -72,9 +70,8 @@ def test_random_samples_have_the_right_distribution(quick):
 
 class SumOverWrongAxis(bench_array_ops.SumOverAxis):
     @staticmethod
-    def program(named):
-        ((axis, x),) = named.items()
-        return jnp.sum(x, axis=1 if axis == "0" else 0)
+    def program(x, *, axis):
+        return jnp.sum(x, axis=1 if axis == 0 else 0)
 
 
 class TopKSmallest(bench_array_ops.TopK):

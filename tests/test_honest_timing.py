@@ -47,25 +47,66 @@ def test_every_timed_benchmark_is_a_workload():
 
 
 # ---- every time_ method waits for its device work ---------------------------------------
+#
+# Each phase is classified by the device work it does. The check swaps the program for a slow
+# twin (~20 ms of device work XLA cannot skip before any output is ready) and jax.device_put
+# for a put whose arrays become ready only after such work, then runs setup and the phase as
+# asv does, recording every array each of them made: whatever setup made must be ready when
+# setup returns (else the timing would include it), whatever the phase made must be ready when
+# it returns, and the phase must have made what its class says it makes.
+
+# calls of the compiled program: each output must be ready on return
+RUNS_THE_PROGRAM = {"time_run", "time_dispatch_100_calls", "time_latency_100_calls"}
+# host -> device copies: each device array must be ready on return
+PUTS = {"time_to_device"}
+# device -> host reads of an output setup computed (the slot they consume): that output must
+# be ready before the timing, and the phase must leave a NumPy copy of it
+READS_BACK = {"time_to_host": "to_host", "time_np_asarray": "np_asarray"}
+# no device work at all, and why: the check holds them to making no array
+NO_DEVICE_WORK = {
+    "time_trace": "tracing runs the program on abstract values (tracers): no array is computed",
+    "time_lower": "lowering turns a jaxpr into StableHLO text: no array is computed",
+    "time_compile": "XLA compiles the StableHLO; the executable is not run",
+    "time_load_from_persistent_cache": "an executable loaded from disk is not run",
+    "time_numpy": "NumPy on host arrays: its result is complete when the call returns",
+}
+# the only setups that may skip here (CPU, the test environment's jax), and why
+EXPECTED_SKIPS = {
+    "MatmulThroughput": "GPU-only (platforms = ('gpu',)); these tests run on the CPU",
+}
+
+
+def _spin(spins):
+    def body(_, acc):
+        return jnp.tanh(acc @ acc)
+
+    return jax.lax.fori_loop(0, spins, body, jnp.full((128, 128), 0.01, jnp.float32))
+
+
+def _behind(tree, spins):
+    """``tree`` with every numeric leaf made to depend on ``spins`` rounds of device work,
+    through a comparison that is never true."""
+    never = _spin(spins).sum() == 1234.5
+    return jax.tree_util.tree_map(
+        lambda leaf: jnp.where(never, leaf + 1, leaf)
+        if jnp.issubdtype(leaf.dtype, jnp.number) else leaf, tree)
+
 
 def _slow(fn, spins=40):
-    """``fn`` behind ~20 ms of device work (40 spins) that XLA cannot skip, so an unwaited call
-    is caught still running when the timed method returns."""
+    """``fn`` behind ~20 ms of device work (40 spins), so an unwaited call is caught still
+    running when the timed method returns."""
+    return jax.jit(lambda *args: _behind(fn(*args), spins))
 
-    def program(*args):
-        def body(_, acc):
-            return jnp.tanh(acc @ acc)
 
-        spin = jax.lax.fori_loop(0, spins, body, jnp.full((128, 128), 0.01, jnp.float32))
-        # a data dependency XLA cannot fold away, on the first floating-point input: the
-        # comparison is never true
-        leaves, tree = jax.tree_util.tree_flatten(args)
-        i = next(i for i, leaf in enumerate(leaves)
-                 if jnp.issubdtype(jnp.result_type(leaf), jnp.floating))
-        leaves[i] = jnp.where(spin.sum() == 1234.5, leaves[i] + 1, leaves[i])
-        return fn(*jax.tree_util.tree_unflatten(tree, leaves))
+def _ready(leaf):
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        leaf = jax.random.key_data(leaf)
+    return leaf.is_ready()
 
-    return jax.jit(program)
+
+def _unfinished(arrays):
+    return sum(not _ready(a) for a in jax.tree_util.tree_leaves(arrays)
+               if isinstance(a, jax.Array))
 
 
 def first_params(cls):
@@ -73,47 +114,131 @@ def first_params(cls):
     return tuple(values[0] for values in cls.params)
 
 
-def unfinished_work_after(bench, name, spins=40):
-    """Run one timed method with every device call recorded; return how many of the arrays it
-    produced were still being computed when it returned."""
-    params = first_params(type(bench))
+def set_up(bench, params):
+    """``bench.setup``; a NotImplementedError skips only for the classes EXPECTED_SKIPS names."""
     try:
         bench.setup(*params)
     except NotImplementedError as err:
-        pytest.skip(f"skips here: {err}")
-    prepared = bench.prepared
-    slow, produced = _slow(type(bench).program, spins), []
+        reason = EXPECTED_SKIPS.get(type(bench).__name__)
+        if reason is None:
+            raise AssertionError(f"{type(bench).__name__}.setup{params} skipped, which no "
+                                 f"CPU case may: {err}") from err
+        pytest.skip(f"{reason}: {err}")
+
+
+class Record:
+    """What setup and one timed method made, under the slow program and the slow put."""
+
+    def __init__(self):
+        self.setup, self.phase = [], []
+        self.target = self.setup
+        self.new_live_arrays = 0
+        self.kept = []
+
+
+def record(bench, name, spins=40):
+    """Set ``bench`` up, swap in the slow program and put, set it up again (as asv does before
+    each sample: consumed outputs are made again) and run ``name`` once; returns a Record."""
+    params = first_params(type(bench))
+    set_up(bench, params)
+    prepared, rec = bench.prepared, Record()
+    slow = _slow(prepared.program, spins)
+    for args in (prepared.args, prepared.tiny_args):  # compile outside everything recorded
+        if args is not None:
+            workload.device.block(slow(*args))
+    slow_put = jax.jit(lambda tree: _behind(tree, spins))
+    real_put = jax.device_put
+    workload.device.block(slow_put(real_put(prepared.host_args, prepared.device)))
 
     def recording_run(*args):
         out = slow(*args)
-        produced.append(out)
+        rec.target.append(out)
         return out
 
-    for args in (prepared.args, prepared.tiny_args):  # compile first
-        if args is not None:
-            workload.device.block(slow(*args))
-    real_put = jax.device_put
-
     def recording_put(*args, **kwargs):
-        out = real_put(*args, **kwargs)
-        produced.extend(jax.tree_util.tree_leaves(out))
+        out = slow_put(real_put(*args, **kwargs))
+        rec.target.append(out)
         return out
 
     prepared.run = recording_run
+    for slot in READS_BACK.values():
+        prepared.slots.pop(slot, None)  # made again, by the slow program
+    # asv runs the class's setup, then the method's own, before each sample; teardown after
+    own_setup = getattr(getattr(type(bench), name), "setup", None)
     jax.device_put = recording_put
     try:
+        bench.setup(*params)
+        if own_setup is not None:
+            own_setup(*params)
+        rec.unfinished_after_setup = _unfinished(rec.setup)
+        rec.target = rec.phase
+        before = {id(a) for a in jax.live_arrays()}
         getattr(bench, name)(*params)
-        unfinished = sum(not a.is_ready() for a in jax.tree_util.tree_leaves(produced))
+        rec.unfinished_after_phase = _unfinished(rec.phase)
+        rec.new_live_arrays = len([a for a in jax.live_arrays() if id(a) not in before])
+        rec.kept = list(prepared.kept)
     finally:
         jax.device_put = real_put
-        workload.device.block(produced)
-    return unfinished
+        if hasattr(bench, "teardown"):
+            bench.teardown(*params)
+        workload.device.block([leaf for leaf in jax.tree_util.tree_leaves(rec.setup + rec.phase)
+                               if isinstance(leaf, jax.Array)])
+    return rec
+
+
+def waiting_problems(bench, name, spins=40):
+    """What ``name`` of ``bench`` leaves unwaited or does against its class; [] if nothing."""
+    rec = record(bench, name, spins)
+    problems = []
+    if rec.unfinished_after_setup:
+        problems.append(f"setup left {rec.unfinished_after_setup} arrays computing")
+    if rec.unfinished_after_phase:
+        problems.append(f"{name} returned with {rec.unfinished_after_phase} arrays computing")
+    if name in RUNS_THE_PROGRAM and not rec.phase:
+        problems.append(f"{name} never called the program")
+    elif name in PUTS and not rec.phase:
+        problems.append(f"{name} put nothing on the device")
+    elif name in READS_BACK:
+        host = jax.tree_util.tree_leaves(rec.kept[-1:])
+        if not rec.setup:
+            problems.append(f"setup made no output for {name} to read")
+        if not host or not all(isinstance(leaf, np.ndarray) for leaf in host):
+            problems.append(f"{name} left no NumPy copy of what it read")
+    elif name in NO_DEVICE_WORK and (rec.phase or rec.new_live_arrays):
+        problems.append(f"{name} made {len(rec.phase)} program outputs or puts and "
+                        f"{rec.new_live_arrays} new arrays, where it should make none")
+    return problems
 
 
 @pytest.mark.parametrize("cls, name", time_methods(), ids=lambda v: getattr(v, "__name__", v))
 def test_time_method_waits_for_its_device_work(fresh, cls, name):
-    assert unfinished_work_after(cls(), name) == 0
+    assert waiting_problems(cls(), name) == []
 
+
+def test_every_phase_is_classified():
+    names = {name for _, name in time_methods()}
+    classified = [RUNS_THE_PROGRAM, PUTS, set(READS_BACK), set(NO_DEVICE_WORK)]
+    assert sorted(names - set().union(*classified)) == []
+    assert sum(len(c) for c in classified) == len(set().union(*classified))
+
+
+def jax_arrays_from_the_baseline(cls):
+    """The jax arrays among the leaves of what ``cls``'s NumPy baseline returns."""
+    bench = cls()
+    set_up(bench, first_params(cls))
+    out = bench.prepared.reference(*bench.prepared.host_args)
+    leaves = jax.tree_util.tree_leaves(out)
+    assert leaves, out
+    return [leaf for leaf in leaves if isinstance(leaf, jax.Array)]
+
+
+@pytest.mark.parametrize("cls", [c for c in workload_classes() if hasattr(c, "time_numpy")],
+                         ids=lambda c: c.__name__)
+def test_the_numpy_baseline_computes_on_the_host(fresh, cls):
+    assert jax_arrays_from_the_baseline(cls) == []
+
+
+# ---- the check catches what it looks for ---------------------------------------------------
 
 class Unwaited(bench_matmul.SquareMatmul):
     """A broken phase: it returns while its computation is still running."""
@@ -122,11 +247,72 @@ class Unwaited(bench_matmul.SquareMatmul):
         self.prepared.run(*self.prepared.args)
 
 
+class UnwaitedPut(bench_matmul.SquareMatmul):
+    """A broken transfer: device_put without the wait."""
+
+    def time_to_device(self, dtype):
+        jax.device_put(self.prepared.host_args, self.prepared.device)
+
+
+class ReadsWhatSetupLeftRunning(bench_matmul.SquareMatmul):
+    """A broken setup: the output time_to_host reads is still being computed, so the read
+    would time the computation too."""
+
+    def setup(self, *params):
+        super().setup(*params)
+        self.prepared.slots["to_host"] = self.prepared.run(*self.prepared.args)
+
+    def time_to_host(self, dtype):
+        """Reads the slot without keeping a NumPy copy."""
+        self.prepared.take("to_host")
+
+
+class TracesAndRuns(bench_matmul.SquareMatmul):
+    """A trace phase that also runs the program."""
+
+    def time_trace(self, dtype):
+        self.prepared.take("trace")()
+        workload.device.block(self.prepared.run(*self.prepared.args))
+
+
+class NumpyBaselineOnJax(bench_matmul.SquareMatmul):
+    """A NumPy baseline that computes with jax.numpy."""
+
+    @staticmethod
+    def reference(x):
+        return jnp.dot(x, x)
+
+
+class SkipsUnexpectedly(bench_matmul.SquareMatmul):
+    def inputs(self, profile, dtype, dispatch):
+        raise NotImplementedError("a skip no CPU case may take")
+
+
 def test_the_waiting_check_catches_a_phase_that_returns_early(fresh):
     # longer device work, and three chances: on a loaded machine the test's own thread can be
     # descheduled until an unwaited computation happens to finish
-    caught = [unfinished_work_after(Unwaited(), "time_run", spins=400) for _ in range(3)]
-    assert 1 in caught, caught
+    caught = [waiting_problems(Unwaited(), "time_run", spins=400) for _ in range(3)]
+    assert ["time_run returned with 1 arrays computing"] in caught, caught
+
+
+@pytest.mark.parametrize("cls, name, expected", [
+    (UnwaitedPut, "time_to_device", "time_to_device returned with 1 arrays computing"),
+    (ReadsWhatSetupLeftRunning, "time_to_host", "setup left 1 arrays computing"),
+    (ReadsWhatSetupLeftRunning, "time_to_host", "time_to_host left no NumPy copy"),
+    (TracesAndRuns, "time_trace", "time_trace made 1 program outputs"),
+])
+def test_the_waiting_check_catches_each_kind_of_phase(fresh, cls, name, expected):
+    caught = [waiting_problems(cls(), name, spins=400) for _ in range(3)]
+    assert any(any(p.startswith(expected) for p in problems) for problems in caught), caught
+
+
+def test_the_numpy_check_catches_a_baseline_on_jax(fresh):
+    assert len(jax_arrays_from_the_baseline(NumpyBaselineOnJax)) == 1
+
+
+def test_an_unexpected_skip_fails(fresh):
+    with pytest.raises(AssertionError, match="SkipsUnexpectedly.setup.* skipped, which no CPU"):
+        set_up(SkipsUnexpectedly(), ("float32",))
 
 
 # ---- the persistent cache: warm across processes, off for compile phases ---------------
@@ -234,8 +420,9 @@ def test_a_wrong_result_fails_before_anything_is_timed(fresh, tmp_path, monkeypa
 
 
 def test_a_wrong_class_fails_only_its_own_benchmarks(fresh, tmp_path, monkeypatch):
-    """The module-level setup_cache warms every class; a class that fails the NumPy check
-    fails its own benchmarks (in setup, with the reason), and its neighbours still run."""
+    """The module-level setup_cache warms every class; a class that fails the NumPy check is
+    reported, its neighbours are still warmed, and its own benchmarks fail in setup (which
+    checks again, in the benchmark's process) while the neighbours' run."""
     monkeypatch.chdir(tmp_path)
     module = types.ModuleType("bench_mixed")
     for cls in (WrongAnswer, bench_matmul.CenteredGram):
@@ -243,8 +430,10 @@ def test_a_wrong_class_fails_only_its_own_benchmarks(fresh, tmp_path, monkeypatc
         setattr(module, cls.__name__, cls)
     monkeypatch.setitem(sys.modules, module.__name__, module)
     assert workload.workload_classes(module) == [bench_matmul.CenteredGram, WrongAnswer]
-    workload.warm_module(module.__name__)
-    with pytest.raises(RuntimeError, match="could not warm WrongAnswer(.|\n)*against NumPy"):
+    failed = workload.warm_module(module.__name__)
+    assert list(failed) == ["WrongAnswer"] and "against NumPy" in failed["WrongAnswer"]
+    assert os.listdir(tmp_path / compile_cache.SHARED_DIR_NAME)  # the neighbour's programs
+    with pytest.raises(AssertionError, match="relative error .* against NumPy"):
         WrongAnswer().setup("float32")
     good = bench_matmul.CenteredGram()
     good.setup("float32")

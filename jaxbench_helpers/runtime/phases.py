@@ -1,10 +1,12 @@
-"""The phases a workload mixes in: each ``time_*`` method here is exactly what asv times.
+"""The phase mixins: each ``time_*`` method here is exactly what asv times, for every workload
+class that lists the mixin among its bases.
 
-``AllPhases`` gives every phase; smaller sets: ``RunPhase``, ``DispatchPhases``, ``StagePhases``
-(trace, lower, compile), ``TransferPhases``, ``NumpyBaseline``. ``CompiledFacts`` adds
-deterministic ``track_*`` facts of the compiled program. A phase reads what ``setup`` prepared
-(``self.prepared``, a ``workload.Prepared``): the program compiled, the inputs on the device,
-one fresh staged object per cold sample.
+A phase reads what ``Workload.setup`` prepared (``self.prepared``, a ``workload.Prepared``): the
+program compiled, the inputs on the device, one fresh staged object per cold sample. asv passes
+the parameter values to every method; the prepared state already holds the inputs for them, so
+the methods take ``*params`` and ignore them. ``monitor.forbid_compile`` wraps a timed method
+with two reads of an event counter and fails the benchmark if the call compiled anything.
+``CompiledFacts`` adds deterministic ``track_*`` facts of the compiled program.
 """
 
 import re
@@ -12,38 +14,70 @@ import re
 from . import compat, device, monitor
 from .workload import DISPATCH_CALLS, cold, skip
 
-# ---- phases -----------------------------------------------------------------------------
-# Each method takes *params (asv passes the parameter values) and ignores them: the prepared
-# state already holds the inputs for those values.
-
 
 class RunPhase:
     @monitor.forbid_compile
     def time_run(self, *params):
+        """One call of the compiled program on inputs already on the device, waited for.
+
+        Timed: dispatching the call, the device computing every output, and freeing the
+        outputs, dropped as the method returns. Not timed: compiling and placing the inputs
+        (setup), reading the outputs back.
+        """
         device.block(self.prepared.run(*self.prepared.args))
 
 
-class DispatchPhases:
+class DispatchPhase:
     @monitor.forbid_compile
     def time_dispatch_100_calls(self, *params):
+        """100 calls of the compiled program on tiny device inputs, queued back to back, then
+        one wait for all 100 outputs.
+
+        Timed: JAX's per-call Python and runtime overhead 100 times, the device work of the
+        calls still queued at the end, and freeing the 100 tiny outputs.
+        Not timed: compiling and placing the inputs (setup).
+        """
         run, args = self.prepared.run, self.prepared.tiny_args
         outs = [run(*args) for _ in range(DISPATCH_CALLS)]
         device.block(outs)
 
+
+class LatencyPhase:
     @monitor.forbid_compile
     def time_latency_100_calls(self, *params):
-        run, args = self.prepared.run, self.prepared.tiny_args
+        """100 calls of the compiled program on tiny device inputs, each waited for before the
+        next: the round trip of one call, 100 times.
+
+        Timed: per call, dispatch, the device computing, the wait, and freeing the tiny
+        output. Not timed: compiling and placing the inputs (setup), finding the function
+        that waits (bound once, before the loop).
+        """
+        run, args, wait = self.prepared.run, self.prepared.tiny_args, device.waiter()
         for _ in range(DISPATCH_CALLS):
-            device.block(run(*args))
+            wait(run(*args))
+
+    # 2: the wait is bound once; looking it up on each call added ~0.3 us, 5-10% of a call
+    time_latency_100_calls.version = "2"
 
 
 class StagePhases:
     @cold
     def time_trace(self, *params):
+        """Python -> jaxpr: ``jax.jit(f).trace(*args)`` of a never-seen function object, with
+        JAX's in-memory caches cleared (``jax.make_jaxpr`` before jax 0.4.29).
+
+        Timed: tracing the program once. Not timed: building the fresh function and its jit
+        wrapper, clearing the caches (setup), lowering, compiling.
+        """
         self.prepared.take("trace")()
 
     @cold
     def time_lower(self, *params):
+        """jaxpr -> StableHLO: ``Traced.lower()`` of a fresh trace, caches cleared (skipped
+        before jax 0.4.29, which cannot lower without tracing).
+
+        Timed: lowering once. Not timed: the trace it lowers (setup), compiling.
+        """
         traced = self.prepared.take("lower")
         if traced is None:
             skip("lowering alone needs jax.jit(f).trace (jax 0.4.29+)")
@@ -51,17 +85,35 @@ class StagePhases:
 
     @cold
     def time_compile(self, *params):
+        """StableHLO -> executable: ``Lowered.compile()`` of a fresh lowering, in-memory caches
+        cleared and the persistent compilation cache off.
+
+        Timed: XLA compiling the program once, and loading the executable. Not timed:
+        tracing and lowering (setup), running the executable.
+        """
         self.prepared.take("compile").compile()
 
 
 class TransferPhases:
     @monitor.forbid_compile
     def time_to_device(self, *params):
+        """``jax.device_put`` of the full-size host inputs, waited for.
+
+        Timed: the host -> device copy (on CPU, jax may alias the host memory instead),
+        and freeing the device copy, which asv's timing loop drops as soon as the call
+        returns. Not timed: making the host inputs (setup).
+        """
         device.put(self.prepared.host_args, self.prepared.device)
 
     @cold
     @monitor.forbid_compile
     def time_to_host(self, *params):
+        """``jax.device_get`` of an output that setup computed and waited for, never read
+        before (a device array caches its host copy after the first read).
+
+        Timed: the device -> host copy into NumPy arrays. Not timed: computing the output
+        (setup), freeing it and its host copy (the next setup).
+        """
         import jax
 
         out = self.prepared.take("to_host")
@@ -73,11 +125,12 @@ class TransferPhases:
 
 class NumpyBaseline:
     def time_numpy(self, *params):
-        self.reference(*self.prepared.host_args)
+        """The NumPy reference of the same maths on the same host inputs, in the same dtype.
 
-
-class AllPhases(RunPhase, DispatchPhases, StagePhases, TransferPhases, NumpyBaseline):
-    pass
+        Timed: NumPy computing it, with the BLAS threads the profile allows, and freeing its
+        result. Not timed: anything JAX does; making the inputs (setup).
+        """
+        self.prepared.reference(*self.prepared.host_args)
 
 
 def _instruction_count(hlo_text):
@@ -105,33 +158,39 @@ class CompiledFacts:
     """Facts of the compiled program that do not jitter, so a change is always real."""
 
     def track_flops(self, *params):
+        """FLOPs of one call, by XLA's cost analysis of the compiled program."""
         return self._cost("flops")
 
     track_flops.unit = "flops"
 
     def track_bytes_accessed(self, *params):
+        """Bytes one call reads and writes, by XLA's cost analysis of the compiled program."""
         return self._cost("bytes accessed")
 
     track_bytes_accessed.unit = "bytes"
 
     def track_hlo_instructions(self, *params):
+        """Instructions in the optimized HLO of the compiled program."""
         return _instruction_count(self.prepared.compiled().as_text())
 
     track_hlo_instructions.unit = "instructions"
 
     def track_jaxpr_equations(self, *params):
+        """Equations of the program's jaxpr, those of nested jaxprs (jit, scan, cond) included."""
         import jax
 
-        return _equation_count(jax.make_jaxpr(self.program)(*self.prepared.args).jaxpr)
+        return _equation_count(jax.make_jaxpr(self.prepared.program)(*self.prepared.args).jaxpr)
 
     track_jaxpr_equations.unit = "equations"
 
     def track_temp_bytes(self, *params):
+        """Scratch memory XLA allocates for one call (memory analysis of the executable)."""
         return self._memory("temp_size_in_bytes")
 
     track_temp_bytes.unit = "bytes"
 
     def track_output_bytes(self, *params):
+        """Memory of one call's outputs (memory analysis of the executable)."""
         return self._memory("output_size_in_bytes")
 
     track_output_bytes.unit = "bytes"

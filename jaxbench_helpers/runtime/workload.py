@@ -1,62 +1,45 @@
-"""The workload base class: one subclass per workload, one ``time_*`` method per phase.
+"""The workload base class, and what a benchmark process prepares for one workload.
 
-A subclass names a JAX program, its inputs and (where one exists) the same maths in NumPy;
-phase mixins turn that into the numbers the dashboard shows. ``AllPhases`` gives every phase:
+A workload class names a JAX program (``program``), its host inputs (``inputs``), the same
+maths in NumPy where one exists (``reference``) and its own ``params`` and ``param_names``;
+it lists the phase mixins of ``phases.py`` it measures, and each of those holds its timed code.
+Settings that change the program are explicit attributes and hooks here: ``static_arguments``
+(Python values bound into the program and its reference, static to jit), ``x64`` (64-bit
+mode), ``jit_options``, ``jit_program``, ``platforms`` and ``call_arguments``.
 
-==========================  =================================================================
-``time_run``                one call of the compiled program, inputs already on the device
-``time_dispatch_100_calls`` 100 calls queued back to back at a tiny size, one wait at the end
-``time_latency_100_calls``  100 calls at a tiny size, each waited for
-``time_trace``              Python -> jaxpr of a never-seen function object, caches cleared
-``time_lower``              jaxpr -> StableHLO of a fresh trace, caches cleared
-``time_compile``            StableHLO -> executable, in-memory and persistent caches off
-``time_to_device``          host inputs -> device, waited for
-``time_to_host``            a freshly computed output -> NumPy
-``time_numpy``              the NumPy reference on the same host inputs and dtype
-==========================  =================================================================
+``setup`` prepares the workload once per benchmark object (asv keeps one object per process):
+it compiles the program (loading it from the persistent cache that the module's
+``setup_cache`` filled), puts the inputs on the device and checks the full-size output against
+``reference`` before anything is timed. Later calls only replace what a cold sample consumed:
+one fresh staged object per sample, made outside the timing.
 
-Smaller sets: ``RunPhase``, ``DispatchPhases``, ``StagePhases`` (trace, lower, compile),
-``TransferPhases``, ``NumpyBaseline``; ``CompiledFacts`` adds deterministic ``track_*`` facts
-(FLOPs, bytes, instruction and equation counts, buffer sizes).
-
-Per process, ``setup`` is idempotent: the program is compiled (or loaded from the persistent
-cache that ``setup_cache`` filled) once, inputs go to the device once. Cold phases each consume
-one fresh staged object per sample, which ``setup`` replaces outside the timing.
+asv reads the sampling attributes (``rounds``, ``repeat``, ``warmup_time``) from the class when
+it discovers the suite, so they come from the size profile that JAXBENCH_PROFILE names when
+this module is imported (``profiles.py``); the cold phases' ``repeat`` likewise (``cold``).
 """
 
 import abc
 import functools
 import inspect
 import itertools
-import os
 import sys
 import traceback
 import types
 
 import numpy as np
 
-from . import compat, compile_cache, data, device, monitor, platform, profiles
+from . import compat, compile_cache, device, monitor, platform, profiles
 
 DISPATCH_CALLS = 100
 
-# normwise relative error allowed against NumPy; loose enough for TF32 matmuls on GPUs,
-# tight enough to catch a wrong result
-TOLERANCE = {"float32": 2e-2, "float64": 1e-9}
+# Normwise relative error allowed against NumPy, by the dtype of the output: loose enough for
+# TF32 and 16-bit matmuls on GPUs, tight enough to catch a wrong result.
+TOLERANCE = {"float16": 5e-2, "bfloat16": 5e-2, "float32": 2e-2, "complex64": 2e-2,
+             "float64": 1e-9, "complex128": 1e-9}
 
 _COLD_STAGES = ("trace", "lower", "compile")
 
-# (class, params, profile) -> Prepared; one entry per asv process in practice
-_PREPARED = {}
-
-
-def forget_prepared():
-    """Drop every prepared workload of this process (asv runs one phase per process; tests
-    that run several phases in one process call this between them)."""
-    _PREPARED.clear()
-
-
-# written by warm_module in asv's setup_cache folder (the benchmarks' working directory)
-_WARM_FAILURE = "jaxbench-warm-failed-{}.txt"
+_PROFILE = profiles.current()
 
 
 def workload_classes(module):
@@ -67,26 +50,25 @@ def workload_classes(module):
 
 
 def warm_module(module_name):
-    """A benchmark module's ``setup_cache``: warm every workload class of the module.
+    """The body of a benchmark module's ``setup_cache``: compile every workload class of the
+    module into the persistent cache, checking each output against NumPy.
 
     asv starts a fresh interpreter (and imports JAX) for each setup_cache function, so one per
-    module, not one per class, saves that start for every class. A class whose warm-up fails
-    leaves its traceback here, and only that class's benchmarks fail, in ``setup``.
+    module, not one per class, saves that start for every class. A class that fails here is
+    reported on stderr and skipped, so its neighbours still get their cache; its own
+    benchmarks then fail in their ``setup``, which prepares and checks the program again.
+    Returns {class name: traceback} of the classes that failed.
     """
+    failed = {}
     for cls in workload_classes(sys.modules[module_name]):
         try:
             cls().warm_compilation_cache()
         except Exception:
-            with open(_WARM_FAILURE.format(cls.__qualname__), "w") as f:
-                f.write(traceback.format_exc())
-
-
-def _raise_if_warm_failed(cls):
-    path = _WARM_FAILURE.format(cls.__qualname__)
-    if os.path.exists(path):
-        with open(path) as f:
-            raise RuntimeError(f"setup_cache could not warm {cls.__qualname__}, so its "
-                               f"benchmarks would time a broken program:\n{f.read()}")
+            failed[cls.__qualname__] = traceback.format_exc()
+            print(f"setup_cache could not warm {module_name}.{cls.__qualname__}; its "
+                  f"benchmarks will fail in setup:\n{failed[cls.__qualname__]}",
+                  file=sys.stderr)
+    return failed
 
 
 def skip(reason):
@@ -113,8 +95,12 @@ def cold(method):
     """Attributes of a phase that must be cold on every sample: one call, no warm-up."""
     method.number = 1
     method.warmup_time = 0.0
-    method.repeat = profiles.current().cold_repeat
+    method.repeat = _PROFILE.cold_repeat
     return method
+
+
+def _bound(fn, static):
+    return functools.partial(fn, **static) if static else fn
 
 
 class Prepared:
@@ -123,20 +109,35 @@ class Prepared:
     def __init__(self, workload, params):
         self.workload = workload
         self.params = params
-        # the dtype parameter, where the workload has one, decides whether x64 is on
-        self.dtype = dict(zip(workload.param_names, params)).get("dtype", "float32")
-        compat.set_x64(self.dtype in ("float64", "complex128", "int64"))
+        self.profile = profiles.current()
         self.device = platform.device()
-        profile = profiles.current()
-        self.host_args = workload.inputs(profile, *params, dispatch=False)
+        if workload.platforms and self.device.platform not in workload.platforms:
+            only = "/".join(p.upper() for p in workload.platforms)
+            raise NotImplementedError(
+                f"{only}-only: {type(workload).__name__} does not run on "
+                f"{self.device.platform}")
+        compat.set_x64(workload.x64(*params))
+        self.static = workload.static_arguments(self.profile, *params)
+        self.program = _bound(workload.program, self.static)
+        self.reference = (None if workload.reference is None
+                          else _bound(workload.reference, self.static))
+        self.host_args = workload.inputs(self.profile, *params, dispatch=False)
         self.args = workload.place(self.host_args, self.device)
         self.tiny_args = None
         if _has_phase(workload, "time_dispatch_100_calls", "time_latency_100_calls"):
-            self.tiny_args = workload.place(workload.inputs(profile, *params, dispatch=True),
-                                            self.device)
-        self.run = self._jit(workload.program) if workload.jit_program else workload.program
+            self.tiny_args = workload.place(
+                workload.inputs(self.profile, *params, dispatch=True), self.device)
+        self.run = self._jit(self.program) if workload.jit_program else self.program
+        if self.tiny_args is not None:
+            swapped = workload.call_arguments(self, *params)
+            if swapped is not None:
+                self.tiny_args = swapped
         self.slots = {}
         self.kept = []
+
+    def fresh_program(self):
+        """The program as a never-seen function object, static arguments bound."""
+        return _bound(fresh_function(self.workload.program), self.static)
 
     def keep(self, *objects):
         """Hold what a cold timed call took and made until the next setup: freeing a large
@@ -162,15 +163,14 @@ class Prepared:
             return
         missing = [s for s in _COLD_STAGES if s not in self.slots]
         if "lower" in missing:
-            self.slots["lower"] = self._jit(fresh_function(self.workload.program)).trace(
+            self.slots["lower"] = self._jit(self.fresh_program()).trace(
                 *self.args) if compat.has_trace_stage() else None
         if "compile" in missing:
-            self.slots["compile"] = self._jit(fresh_function(self.workload.program)).lower(
-                *self.args)
+            self.slots["compile"] = self._jit(self.fresh_program()).lower(*self.args)
         if missing:
             compat.clear_caches()
         if "trace" in missing:
-            self.slots["trace"] = self._trace_call(fresh_function(self.workload.program))
+            self.slots["trace"] = self._trace_call(self.fresh_program())
 
     def _trace_call(self, fn):
         """A zero-argument callable that traces ``fn`` once; wrappers are built here, untimed."""
@@ -200,30 +200,35 @@ class Prepared:
     def check(self, out):
         """Compare a full-size output with the NumPy reference; raise if it is wrong."""
         import jax
+        import jax.numpy as jnp
 
         name = f"{type(self.workload).__name__}{self.params}"
         got = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out)]
-        if self.workload.reference is None:
-            bad = [g for g in got if g.dtype.kind in "fc" and not np.isfinite(g).all()]
+        if self.reference is None:
+            bad = [g for g in got
+                   if jnp.issubdtype(g.dtype, jnp.inexact) and not np.isfinite(g).all()]
             if bad:
                 raise AssertionError(f"{name}: the output has NaN or inf values")
             return
-        expected = self.workload.reference(*self.host_args)
+        expected = self.reference(*self.host_args)
         want = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(expected)]
         if len(got) != len(want):
             raise AssertionError(f"{name}: JAX gave {len(got)} arrays, NumPy {len(want)}")
-        tolerance = self.workload.tolerance[self.dtype]
         for g, w in zip(got, want):
             if g.dtype != w.dtype or g.shape != w.shape:
                 raise AssertionError(
                     f"{name}: JAX gave {g.dtype}{g.shape}, NumPy {w.dtype}{w.shape} "
                     "(is x64 really on for float64?)"
                 )
-            if w.dtype.kind not in "fc":
+            if not jnp.issubdtype(w.dtype, jnp.inexact):
                 if not np.array_equal(g, w):
                     raise AssertionError(f"{name}: JAX and NumPy disagree on {w.dtype} values")
                 continue
-            err = np.linalg.norm(g - w) / max(np.linalg.norm(w), np.finfo(w.dtype).tiny)
+            tolerance = self.workload.tolerance[w.dtype.name]
+            # in double precision: NumPy has no arithmetic of its own for bfloat16
+            wide = np.complex128 if jnp.issubdtype(w.dtype, jnp.complexfloating) else np.float64
+            g, w = g.astype(wide), w.astype(wide)
+            err = np.linalg.norm(g - w) / max(np.linalg.norm(w), np.finfo(wide).tiny)
             if not err <= tolerance:
                 raise AssertionError(
                     f"{name}: relative error {err:.3g} against NumPy exceeds {tolerance:g}; "
@@ -232,16 +237,13 @@ class Prepared:
 
 
 class Workload(abc.ABC):
-    """Base of every workload class: subclasses define program and inputs, and mix in the
-    phases they measure."""
+    """Base of every workload class: a subclass defines ``params``, ``param_names``,
+    ``program`` and ``inputs``, and lists the phase mixins it measures."""
 
-    params = [["float32", "float64"]]
-    param_names = ["dtype"]
     timeout = 300
-    # asv sampling comes from the profile (read once, when asv imports the suite)
-    rounds = profiles.current().rounds
-    repeat = profiles.current().repeat
-    warmup_time = profiles.current().warmup_time
+    rounds = _PROFILE.rounds
+    repeat = _PROFILE.repeat
+    warmup_time = _PROFILE.warmup_time
     # Results stay comparable across refactors of this file. Bump it here when what a phase
     # times changes, and in a subclass when its program or inputs change.
     version = "1"
@@ -253,6 +255,8 @@ class Workload(abc.ABC):
     jit_options = {}
     # False for eager (op-by-op) workloads: ``program`` is called as it is, not jitted
     jit_program = True
+    # jax platform names (Device.platform) the workload runs on; elsewhere it skips (n/a)
+    platforms = ()
 
     @staticmethod
     @abc.abstractmethod
@@ -264,11 +268,24 @@ class Workload(abc.ABC):
         """Host inputs: a tuple of NumPy arrays or pytrees of them, one per ``program``
         argument, for the parameter values ``params``; tiny ones when ``dispatch`` is true."""
 
-    @staticmethod
-    def normal(shape, dtype):
-        return data.normal(shape, dtype)
-
     # ---- hooks -----------------------------------------------------------------------------
+
+    def x64(self, *params):
+        """Whether this parameter combination runs with 64-bit types (jax_enable_x64); off,
+        JAX's default, unless the class says otherwise."""
+        return False
+
+    def static_arguments(self, profile, *params):
+        """Keyword arguments bound into ``program`` and ``reference`` for these parameter
+        values and this profile: Python values, so static to jit (an axis, a length, a
+        shape)."""
+        return {}
+
+    def call_arguments(self, prepared, *params):
+        """The arguments the dispatch phases call ``prepared.run`` with, where they are not
+        the tiny device inputs (host arrays, Python scalars, typed keys); None: those inputs.
+        Called once per process, before the program is warmed with them."""
+        return None
 
     def configure_process(self):
         """Process-wide settings that must precede JAX's backend start (XLA flags)."""
@@ -300,18 +317,19 @@ class Workload(abc.ABC):
     def setup(self, *params):
         if not params:
             return  # asv_runner calls setups that accept no arguments before setup_cache
-        key = (type(self), params, profiles.current().name)
-        prepared = _PREPARED.get(key)
-        if prepared is None:
-            _raise_if_warm_failed(type(self))
+        prepared = getattr(self, "prepared", None)
+        if (prepared is None or prepared.params != params
+                or prepared.profile != profiles.current()):
             self.configure_process()
             platform.configure()
             monitor.install()
             prepared = Prepared(self, params)
+            # the cold stages' objects first: making them clears JAX's caches, which would
+            # make the warmed program compile again
             prepared.refill()
             with compile_cache.loading_from_shared_dir():
-                prepared.warm()
-            _PREPARED[key] = prepared
+                out = prepared.warm()
+            prepared.check(out)  # in this process, before anything is timed
         else:
             prepared.kept.clear()  # frees the last sample's arrays here, untimed
             prepared.refill()
