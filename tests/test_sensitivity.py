@@ -240,14 +240,17 @@ def test_markdown_names_the_smallest_clean_fraction_per_phase():
     assert rows["compile"].rstrip(" |").endswith("10%")
     assert "**not detected**" in rows["trace"]
     assert "`b.C.time_numpy` 1.30×" in text
-    assert "the profile's rounds" in text
+    assert "each trial one interleaved A/B (`ab`)" in text
     # drift: the median ratio of what the plant cannot touch; none in the compile trials
     rows = [line for line in text.split("## Trials")[1].splitlines() if line.startswith("| ")]
     assert rows[2].split("|")[6].strip() == "—" and rows[4].split("|")[6].strip() == "1.30×"
     text = sensitivity.markdown([hit], release=RELEASE, phases=["compile"], fractions=[0.5],
                                 factor=1.05, profile="regular", machine="m", bench=["x"],
-                                rounds=6)
+                                rounds=6, method="asv")
     assert "6 rounds per commit (`-a rounds=6`)" in text
+    assert "the profile's rounds" in sensitivity.markdown(
+        [hit], release=RELEASE, phases=["compile"], fractions=[0.5], factor=1.05,
+        profile="regular", machine="m", bench=["x"], method="asv")
 
 
 def test_bad_input_is_a_clear_error(capsys):
