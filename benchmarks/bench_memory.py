@@ -1,5 +1,5 @@
-"""Memory of one model step (the models of bench_models, at the same sizes): the host process's
-peak resident memory, and the device allocator's peak where the device reports one.
+"""Memory of one model step (the models of bench_models, at the same sizes): the host memory the
+step adds at its peak, and the device allocator's peak where the device reports one.
 
 Compiled buffer sizes are ``track_temp_bytes`` / ``track_output_bytes`` of the bench_models
 classes.
@@ -14,19 +14,41 @@ def setup_cache():
     workload.warm_module(__name__)
 
 
+def _status_bytes(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise NotImplementedError(f"/proc/self/status has no {field}")
+
+
+def _reset_peak():
+    """Reset the process's resident peak (VmHWM) to its current size; returns that size."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError as err:
+        workload.skip(f"the resident peak cannot be reset here ({err}): Linux only")
+    return _status_bytes("VmRSS")
+
+
 class _StepMemory:
     """Memory phases of one model step; subclasses name the model's program and inputs."""
 
     def _step(self):
         device.block(self.prepared.run(*self.prepared.args))
 
-    def peakmem_host_step(self, dtype):
-        """Peak resident memory of the whole benchmark process after one step, waited for.
-
-        Measured: the process's lifetime peak (asv reads ru_maxrss), so it includes the jax
-        import, the runtime, setup (loading the executable, placing the inputs, checking the
-        output is finite) and, on CPU, the arrays themselves. Host memory only."""
+    def track_host_step_peak_bytes(self, dtype):
+        """Host memory one step adds at its peak: the process's resident peak during the step,
+        waited for, less its resident size just before (Linux: the peak is reset through
+        /proc/self/clear_refs first). The jax import, the runtime and setup's arrays are in
+        both, so they cancel; the step's outputs and temporaries (on CPU: its buffers) are
+        what remains."""
+        before = _reset_peak()
         self._step()
+        return _status_bytes("VmHWM") - before
+
+    track_host_step_peak_bytes.unit = "bytes"
 
     def track_device_peak_bytes(self, dtype):
         """The device allocator's peak bytes in use after one step (``memory_stats()``), n/a

@@ -38,6 +38,13 @@ def _doubled(x):
     return x * 2
 
 
+def _aliases_host(host, target):
+    """Whether ``device_put`` of ``host`` gives a device array over ``host``'s own memory."""
+    out = device.put(host, target)
+    pointer = getattr(out, "unsafe_buffer_pointer", None)
+    return pointer is not None and pointer() == host.__array_interface__["data"][0]
+
+
 def _median_seconds(transfers):
     """Median wall time of calling each zero-argument blocking callable in ``transfers``.
     Each result is held until all are timed: freeing the last 64 MB copy inside the next
@@ -109,8 +116,9 @@ class Bandwidth(workload.Workload):
     params = [["64MB"]]
     param_names = ["size"]
     unit = "bytes/s"
-    # 2: transfers' results are freed after all are timed, no longer inside the next timing
-    version = "2"
+    # 2: transfers' results are freed after all are timed, no longer inside the next timing;
+    # 3: a device_put that aliases the host memory is n/a, not a bandwidth
+    version = "3"
 
     program = staticmethod(_doubled)
 
@@ -120,16 +128,28 @@ class Bandwidth(workload.Workload):
     @monitor.forbid_compile
     def track_to_device_bytes_per_second(self, size):
         """Bytes over the median time of 5 ``device_put`` calls of the 64 MB array, each waited
-        for.
+        for; n/a where ``device_put`` copies nothing (see ``track_to_device_aliases_host``).
 
         Timed, per transfer: the host -> device copy and the wait. Not timed: freeing the
         copies (after all five are timed).
         """
         host = self.prepared.host_args[0]
         target = self.prepared.device
+        if _aliases_host(host, target):
+            workload.skip("device_put hands the device the host array's own memory here (jax "
+                          "on CPU aliases aligned arrays): no bytes move, so there is no "
+                          "bandwidth to measure")
         seconds = _median_seconds(
             [lambda: device.put(host, target)] * BANDWIDTH_TRANSFERS)
         return host.nbytes / seconds
+
+    def track_to_device_aliases_host(self, size):
+        """1 when ``device_put`` of the 64 MB array returns a device array over the host array's
+        own memory (no copy: jax on CPU does this for aligned arrays from some releases on),
+        0 when it copies. A fact of the release, not a speed."""
+        return int(_aliases_host(self.prepared.host_args[0], self.prepared.device))
+
+    track_to_device_aliases_host.unit = "aliasing"
 
     @monitor.forbid_compile
     def track_to_host_bytes_per_second(self, size):

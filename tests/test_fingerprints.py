@@ -143,17 +143,21 @@ def test_a_bumped_version_needs_the_file_regenerated(suite_copy):
     found = _check(root)
     assert found["stale"] and all(fingerprints.COMMAND in m for m in found["stale"])
     assert any("bench_matmul.SquareMatmul.time_run is recorded as" in m for m in found["stale"])
-    # these two phases set their own version: the class's bump does not reach them
+    # these phases set their own version: the class's bump does not reach them
     assert _bumps(found) == ["bench_matmul.SquareMatmul.time_latency_100_calls",
+                             "bench_matmul.SquareMatmul.time_to_device",
                              "bench_matmul.SquareMatmul.time_to_host"]
     assert ("its version is the method's own (jaxbench_helpers.runtime.phases.LatencyPhase"
             ".time_latency_100_calls.version)") in found["bump"][0]
     assert ("its version is the method's own (jaxbench_helpers.runtime.phases.TransferPhases"
-            ".time_to_host.version)") in found["bump"][1]
+            ".time_to_device.version)") in found["bump"][1]
+    assert ("its version is the method's own (jaxbench_helpers.runtime.phases.TransferPhases"
+            ".time_to_host.version)") in found["bump"][2]
     proc = _run(root, "-m", "benchmarks.fingerprints")
     assert proc.returncode == 1 and "not written" in proc.stderr
     proc = _run(root, "-m", "benchmarks.fingerprints", "--same-meaning",
                 "bench_matmul.SquareMatmul.time_latency_100_calls", "--same-meaning",
+                "bench_matmul.SquareMatmul.time_to_device", "--same-meaning",
                 "bench_matmul.SquareMatmul.time_to_host")
     assert proc.returncode == 0, proc.stderr
     assert _check(root) == {"bump": [], "stale": []}
