@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from ..common import git
 
 UPSTREAM_LINE = "Upstream commit:"
-# facts about the environment, not performance: a new release changes them by design
-SKIPPED_UNITS = ("version",)
+# facts about the environment or a release's behaviour, not performance: a new release changes
+# them by design (versions; whether device_put aliases host memory)
+SKIPPED_UNITS = ("version", "aliasing")
 SKIPPED_MODULES = ("bench_environment",)
 
 
