@@ -10,6 +10,7 @@
     report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
     ab        interleaved A/B comparison of two commits: verdicts a noisy machine cannot fake
     bisect    find the commit of a slowdown, every step an interleaved comparison
+    verify    check the history report's largest steps with interleaved A/B comparisons
     calibrate measure one commit several times: noise, asv compare's false positives, thresholds
     sensitivity plant a slowdown into one phase of a JAX release at a time: what the suite sees
     noisefloor  time hand-written loops in fresh processes, no asv: this machine's own noise
@@ -33,6 +34,7 @@ COMMANDS = {
     "ab": "host.ab",
     "bisect": "host.bisect",
     "calibrate": "selftest.calibrate",
+    "verify": "selftest.verify",
     "sensitivity": "selftest.sensitivity",
     "noisefloor": "selftest.noisefloor",
 }

@@ -455,3 +455,37 @@ def test_a_missing_asv_statistics_module_is_an_error_not_a_silent_fallback(monke
         results.asv_says_different(a, b)
     # measurements without statistics need no test, so nothing is asked of the module
     assert results.asv_says_different(results.Measurement(1.0), results.Measurement(2.0))
+
+
+def _step(phase, before, after, worse=True, ratio=1.5):
+    key = results.SeriesKey(f"bench_models.MLPTrainStep.{phase}", "('float32')", "env")
+    commits = [results.Commit(c * 40, f"jax-v{v}", "") for c, v in (("a", before),
+                                                                    ("b", after))]
+    return report.Step(key, "seconds", *commits, 1.0, ratio, 2, 2, worse,
+                       results.direction("seconds"), 1, ratio)
+
+
+def test_a_step_across_a_change_of_timing_method_is_marked_as_such():
+    assert "make_jaxpr" in report.method_change(_step("time_trace", "0.4.28", "0.4.29"))
+    assert report.method_change(_step("time_trace", "0.4.29", "0.4.30")) is None
+    assert report.method_change(_step("time_run", "0.4.28", "0.4.29")) is None
+
+
+def test_verifications_are_recorded_beside_the_results_and_shown(tmp_path):
+    (tmp_path / "m").mkdir()
+    confirmed, noise = _step("time_run", "0.5.0", "0.5.1"), _step("time_compile", "0.6.0",
+                                                                  "0.6.1")
+    path = report.write_verified(str(tmp_path), "m", {
+        report.step_id(confirmed): {"verdict": "confirmed", "ratio": 1.48, "low": 1.4,
+                                    "high": 1.55, "rounds": 8},
+        report.step_id(noise): {"verdict": "noise", "ratio": 1.01, "low": 0.98, "high": 1.04,
+                                "rounds": 6}})
+    assert path.endswith(".jsonl")  # asv would read a .json file there as a result
+    verified = report.load_verified(str(tmp_path), "m")
+    rows = report._steps_table([confirmed, noise, _step("time_trace", "0.4.28", "0.4.29"),
+                                _step("time_lower", "0.7.0", "0.7.1")], 2, False, verified)
+    cells = [row.rstrip(" |").rsplit("| ", 1)[-1] for row in rows[2:]]
+    assert cells == ["confirmed: A/B 1.48× (1.40–1.55)", "noise: A/B 1.01× (0.98–1.04)",
+                     "method changed", "—"]
+    # without a record the table keeps its ten columns
+    assert report._steps_table([confirmed], 2, False)[0].count("|") == 11

@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..common import asvconfig, markdown, paths
+from ..runtime import versions
 from . import results
 from .results import ResultsError as ReportError
 
@@ -179,10 +180,79 @@ def _upstream_cell(step):
     return text
 
 
-def _steps_table(steps, window, show_env):
+# Where the suite's way of timing a phase changed with the release (the compat probes): a step
+# across such a boundary is a change of method, not of JAX. (phase method, first release timed
+# the new way, what changed)
+METHOD_CHANGES = (
+    ("time_trace", (0, 4, 29), "before jax 0.4.29 tracing is timed with jax.make_jaxpr, from "
+     "0.4.29 with jax.jit(f).trace (the trace stage that lowering was split from)"),
+)
+# one JSON object a line, beside the machine's results (asv reads every .json file there)
+VERIFIED_NAME = "verified.jsonl"
+
+
+def _release(commit):
+    """The release a release-history commit stands for, from its tag (jax-v0.4.29), or None."""
+    label = commit.label
+    return versions.release(label[len("jax-v"):]) if label.startswith("jax-v") else None
+
+
+def method_change(step):
+    """What changed in how ``step``'s phase is timed between its two commits, or None."""
+    before, after = _release(step.before), _release(step.after)
+    if before is None or after is None:
+        return None
+    for phase, first, what in METHOD_CHANGES:
+        if step.key.phase == phase and before < first <= after:
+            return what
+    return None
+
+
+def step_id(step):
+    """The key under which a verification of ``step`` is recorded."""
+    return f"{step.key.benchmark}{step.key.params}|{step.before.hash}|{step.after.hash}"
+
+
+def load_verified(results_dir, machine):
+    """{step_id: verification} that ``verify`` recorded for ``machine``, or {}."""
+    path = os.path.join(results_dir, machine, VERIFIED_NAME)
+    try:
+        with open(path) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return {}
+    return {r.pop("step"): r for r in records}
+
+
+def write_verified(results_dir, machine, found):
+    """Add ``found`` ({step_id: verification}) to the machine's record; returns its path."""
+    kept = load_verified(results_dir, machine)
+    kept.update(found)
+    path = os.path.join(results_dir, machine, VERIFIED_NAME)
+    with open(path, "w") as f:
+        for step in sorted(kept):
+            f.write(json.dumps(dict(kept[step], step=step), sort_keys=True) + "\n")
+    return path
+
+
+def _check_cell(step, verified):
+    change = method_change(step)
+    if change:
+        return "method changed"
+    found = verified.get(step_id(step))
+    if found is None:
+        return "—"
+    if found["verdict"] in ("confirmed", "noise", "unresolved"):
+        return (f"{found['verdict']}: A/B {found['ratio']:.2f}× "
+                f"({found['low']:.2f}–{found['high']:.2f})")
+    return markdown.cell(found["verdict"])
+
+
+def _steps_table(steps, window, show_env, verified=None):
+    checks = verified is not None
     head = ("| # | benchmark | params | phase | releases | before | after | ratio | change "
-            "| upstream commits |")
-    rows = [head, "|" + "---|" * 10]
+            "| upstream commits |" + (" independent check |" if checks else ""))
+    rows = [head, "|" + "---|" * (11 if checks else 10)]
     for i, s in enumerate(steps, 1):
         dagger = " †" if s.n_after < window else ""
         name = s.key.workload + (f" [{s.key.env}]" if show_env else "")
@@ -193,7 +263,7 @@ def _steps_table(steps, window, show_env):
             f"{markdown.cell(s.before.label)} → {markdown.cell(s.after.label)}{dagger} | "
             f"{results.human(s.median_before, s.unit)} | {results.human(s.median_after, s.unit)} | "
             f"{s.ratio:.2f} | ≥{max(s.least_ratio, 1 / s.least_ratio):.2f}× {word} | "
-            f"{_upstream_cell(s)} |")
+            f"{_upstream_cell(s)} |" + (f" {_check_cell(s, verified)} |" if checks else ""))
     return rows
 
 
@@ -235,7 +305,7 @@ def _machine_line(results_dir, machine):
 
 
 def history_markdown(report, *, results_dir, machine, repo, branch, top, window, factor,
-                     use_stats=True):
+                     use_stats=True, verified=None):
     envs = {k.env for k in report.series}
     show_env = len(envs) > 1
     first, last = report.commits[0], report.commits[-1]
@@ -261,9 +331,20 @@ def history_markdown(report, *, results_dir, machine, repo, branch, top, window,
         f"## Regressions ({len(worse)} found, top {min(top, len(worse))})",
         "",
     ]
-    lines += _steps_table(worse[:top], window, show_env) if worse else ["None found."]
+    if verified is not None:
+        lines[-2:-2] = [
+            "**Independent check.** `verify` measured the steps again, apart from the history: "
+            "an interleaved A/B (`ab`) of the two releases in fresh environments, processes "
+            "taking turns, Hodges-Lehmann paired ratio with its 95% interval. *confirmed*: the "
+            "A/B sees the change in the same direction beyond the factor; *noise*: it sees "
+            "none; *unresolved*: the machine moved too much to decide; *method changed*: the "
+            "suite times this phase differently across the step (" + "; ".join(
+                what for _, _, what in METHOD_CHANGES) + "); —: not checked.", ""]
+    lines += (_steps_table(worse[:top], window, show_env, verified) if worse
+              else ["None found."])
     lines += ["", f"## Improvements ({len(better)} found, top {min(top, len(better))})", ""]
-    lines += _steps_table(better[:top], window, show_env) if better else ["None found."]
+    lines += (_steps_table(better[:top], window, show_env, verified) if better
+              else ["None found."])
     lines += ["", "## By phase (the phase that moved most first)", ""]
     lines += _phase_summary(report)
     lines += ["", f"## Failing at the newest measured commit ({last.label})", ""]
@@ -438,10 +519,12 @@ def history_main(argv):
     machine = results.pick_machine(args.results_dir, args.machine)
     report = history(args.results_dir, machine, args.repo, args.branch, args.window,
                      args.factor, args.use_stats)
+    verified = load_verified(args.results_dir, machine)
     markdown.write(history_markdown(report, results_dir=args.results_dir, machine=machine,
-                            repo=args.repo, branch=args.branch, top=args.top,
-                            window=args.window, factor=args.factor,
-                            use_stats=args.use_stats), args.output)
+                                    repo=args.repo, branch=args.branch, top=args.top,
+                                    window=args.window, factor=args.factor,
+                                    use_stats=args.use_stats,
+                                    verified=verified or None), args.output)
     return 0
 
 

@@ -452,8 +452,9 @@ def reinstall(side, name, commit, conf, repo):
 
 
 def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_rounds=MAX_ROUNDS,
-            machine, work_dir, results_dir=None, same=False, say=print):
-    """Build both sides, measure every selected case interleaved, judge, save asv results."""
+            machine, work_dir, results_dir=None, same=False, save=True, say=print):
+    """Build both sides, measure every selected case interleaved, judge, and (``save``, never
+    for an A/A) save asv results."""
     started = time.time()
     min_rounds = paired.fewest_rounds()
     if max_rounds < min_rounds:
@@ -485,7 +486,7 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
     units = {name: b.get("unit", "") for name, b in benchmarks.items()}
     shared = drift(cases, numpy_same)
     verdicts = judge(cases, units, factor, shared)
-    if not same:
+    if save and not same:
         benchmarks.save()
         for side in sides:
             save_results(side, confs[side.label], repo, benchmarks, cases, machine,
