@@ -11,6 +11,7 @@
     ab        interleaved A/B comparison of two commits: verdicts a noisy machine cannot fake
     bisect    find the commit of a slowdown, every step an interleaved comparison
     verify    check the history report's largest steps with interleaved A/B comparisons
+    controls  the same commit against itself under each noise control: which setting is quietest
     calibrate measure one commit several times: noise, asv compare's false positives, thresholds
     sensitivity plant a slowdown into one phase of a JAX release at a time: what the suite sees
     noisefloor  time hand-written loops in fresh processes, no asv: this machine's own noise
@@ -35,6 +36,7 @@ COMMANDS = {
     "bisect": "host.bisect",
     "calibrate": "selftest.calibrate",
     "verify": "selftest.verify",
+    "controls": "selftest.controls",
     "sensitivity": "selftest.sensitivity",
     "noisefloor": "selftest.noisefloor",
 }

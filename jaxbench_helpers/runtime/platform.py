@@ -7,9 +7,12 @@ series and a GPU series side by side. A platform with no device skips the benchm
 
 import os
 
-from . import cpu_threads, profiles
+from . import compat, cpu_threads, profiles
 
 PLATFORM_ENV = "JAXBENCH_PLATFORM"
+# optional: 'off' makes CPU dispatch synchronous (jax_cpu_enable_async_dispatch), for the noise
+# controls' comparison; unset keeps each release's default, as users get it
+ASYNC_DISPATCH_ENV = "JAXBENCH_CPU_ASYNC_DISPATCH"
 DEFAULT_PLATFORM = "cpu"
 
 # JAXBENCH_PLATFORM -> (value for jax_platforms, name for jax.devices())
@@ -53,6 +56,13 @@ def configure():
         import jax
 
         jax.config.update("jax_platforms", jax_platforms)
+    async_dispatch = os.environ.get(ASYNC_DISPATCH_ENV, "").strip().lower()
+    if async_dispatch:
+        if async_dispatch not in ("on", "off"):
+            raise PlatformError(f"{ASYNC_DISPATCH_ENV}={async_dispatch!r}: use 'on' or 'off' "
+                                "(unset: the release's default)")
+        # a release without the flag (CPU dispatch was synchronous before 0.4.32) ignores it
+        compat.config_set("jax_cpu_enable_async_dispatch", async_dispatch == "on")
 
 
 def default_cpu_threads():
