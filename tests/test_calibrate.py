@@ -297,6 +297,19 @@ def test_threshold_is_margin_times_change_rounded_up(change, expected):
         pytest.approx(expected)
 
 
+@pytest.mark.parametrize("change, expected", [
+    (0.0, 0.005), (0.001, 0.005), (0.0026, 0.01), (0.008, 0.02)])
+def test_a_count_gets_a_threshold_ten_times_finer_even_below_asvs_default(change, expected):
+    key = results.SeriesKey("bench_x.W.track_run_instructions", "", "e")
+    count = calibrate.Case(key, "instructions", [results.Measurement(v)
+                                                for v in (1e6, 1e6 * (1 + change))])
+    assert calibrate.proposed_threshold(count, margin=2) == pytest.approx(expected)
+    timing = _case([1.0, 1.0 + change])
+    found = calibrate.thresholds([count, timing], margin=2)
+    # the timing stays at asv's default (no entry); the count gets its own, however small
+    assert found == {calibrate.threshold_regex(key.benchmark): pytest.approx(expected)}
+
+
 def test_asv_publish_picks_the_threshold_for_exactly_that_case():
     """asv's own lookup (the regressions page's data filter), with and without the branch
     suffix asv adds to each name."""

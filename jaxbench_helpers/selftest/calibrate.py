@@ -45,6 +45,10 @@ ASV_DEFAULT_THRESHOLD = 0.05
 # a spread (IQR / median within a run) below this counts as quiet in the summary
 QUIET_SPREAD = 0.03
 THRESHOLD_STEP = 0.05
+# instruction counts (track_*_instructions): their thresholds start at 0.5%, in steps of 0.5%
+COUNT_UNIT = "instructions"
+COUNT_FLOOR = 0.005
+COUNT_STEP = 0.005
 KEY = "regressions_thresholds"
 # beside the runs in the work folder: how busy the machine was while they ran
 LOAD_RECORD = quiet.RECORD_NAME
@@ -152,10 +156,15 @@ def cases(runs, units=None):
                  [run.get(k, results.Measurement(math.nan)) for run in runs]) for k in keys]
 
 
-def proposed_threshold(case, margin, floor=ASV_DEFAULT_THRESHOLD, step=THRESHOLD_STEP):
-    """max(floor, margin × change between runs), rounded up to ``step`` (None: no change known)."""
+def proposed_threshold(case, margin, floor=None, step=None):
+    """max(floor, margin × change between runs), rounded up to ``step`` (None: no change
+    known). Instruction counts, which a machine cannot move, get a floor and a step ten times
+    finer than asv's default threshold."""
     if case.change is None:
         return None
+    counted = case.unit == COUNT_UNIT
+    floor = floor if floor is not None else COUNT_FLOOR if counted else ASV_DEFAULT_THRESHOLD
+    step = step if step is not None else COUNT_STEP if counted else THRESHOLD_STEP
     wanted = max(floor, margin * case.change)
     return round(math.ceil(wanted / step - 1e-9) * step, 4)
 
@@ -167,12 +176,13 @@ def threshold_regex(name):
 
 
 def thresholds(found, margin):
-    """{regex: threshold} for the cases whose proposed threshold exceeds asv's default (the
-    largest over environments where one name has several)."""
+    """{regex: threshold} for the cases whose proposed threshold differs from asv's default:
+    above it for timings, and every instruction count (the largest over environments where one
+    name has several)."""
     by_name = {}
     for case in found:
         t = proposed_threshold(case, margin)
-        if t is not None and t > ASV_DEFAULT_THRESHOLD:
+        if t is not None and (t > ASV_DEFAULT_THRESHOLD or case.unit == COUNT_UNIT):
             by_name[case.name] = max(t, by_name.get(case.name, 0))
     return {threshold_regex(name): t for name, t in sorted(by_name.items())}
 
@@ -482,10 +492,11 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         "## Proposed `regressions_thresholds`",
         "",
         f"Threshold = max({ASV_DEFAULT_THRESHOLD}, {margin} × change between runs), rounded up "
-        f"to {THRESHOLD_STEP}. `asv publish` leaves a step smaller than its threshold off the "
-        "regressions page unless the step is needed to explain the gap between the best and "
-        f"the newest value. {len(proposed)} of {len(complete)} cases need more than "
-        f"asv's default {ASV_DEFAULT_THRESHOLD}:",
+        f"to {THRESHOLD_STEP}; for instruction counts max({COUNT_FLOOR}, {margin} × change), "
+        f"rounded up to {COUNT_STEP}. `asv publish` leaves a step smaller than its threshold "
+        "off the regressions page unless the step is needed to explain the gap between the "
+        f"best and the newest value. {len(proposed)} of {len(complete)} cases need another "
+        f"than asv's default {ASV_DEFAULT_THRESHOLD} (timings above it, every count):",
         "",
         "```json",
         f'"{KEY}": ' + _format_dict(proposed, ""),
