@@ -1,5 +1,5 @@
 """The GitHub workflows: actionlint finds nothing, and every jaxbench or asv command they run
-exists and takes the options they pass."""
+exists and takes the options they pass; so does every command the README and docs/ show."""
 
 import contextlib
 import importlib
@@ -22,6 +22,9 @@ WORKFLOWS = os.path.join(ROOT, ".github", "workflows")
 FILES = sorted(os.path.join(WORKFLOWS, f) for f in os.listdir(WORKFLOWS)
                if f.endswith((".yml", ".yaml")))
 SHELL_OPERATORS = {";", "&&", "||", "|", ">", ">>", "<", "2>&1"}
+DOCS = [os.path.join(ROOT, "README.md")] + sorted(
+    os.path.join(ROOT, "docs", f) for f in os.listdir(os.path.join(ROOT, "docs"))
+    if f.endswith(".md"))
 
 
 def _actionlint():
@@ -83,25 +86,47 @@ def _run_scripts():
                     yield os.path.basename(path), step["run"]
 
 
-def _invocations(module):
-    """(workflow, [arguments after `python -m MODULE`]) for every call in a run script."""
-    for name, script in _run_scripts():
+def _doc_scripts():
+    """(document, shell block) for every ```sh block of the README and docs/."""
+    for path in DOCS:
+        with open(path) as f:
+            for block in re.findall(r"```sh\n(.*?)```", f.read(), re.S):
+                yield os.path.relpath(path, ROOT), block
+
+
+def _starts(tokens, i, module):
+    """How many tokens at ``i`` call ``module`` (`python -m MODULE`, or asv's own script);
+    0 if none."""
+    if (re.fullmatch(r"(\S*/)?python3?", tokens[i]) and tokens[i + 1:i + 2] == ["-m"]
+            and tokens[i + 2:i + 3] == [module]):
+        return 3
+    return 1 if module == "asv" and re.fullmatch(r"(\S*/)?asv", tokens[i]) else 0
+
+
+def _invocations(module, scripts=None):
+    """(workflow, [arguments after `python -m MODULE`]) for every call in a run script (or in
+    ``scripts``, (name, text) pairs)."""
+    for name, script in _run_scripts() if scripts is None else scripts:
         script = re.sub(r"\$\{\{[^}]*\}\}", "EXPR", script.replace("\\\n", " "))
         for line in script.splitlines():
             tokens = shlex.split(line, comments=True)
-            for i in range(len(tokens) - 2):
-                if (re.fullmatch(r"(\S*/)?python3?", tokens[i]) and tokens[i + 1] == "-m"
-                        and tokens[i + 2] == module):
+            i = 0
+            while i < len(tokens):
+                start = _starts(tokens, i, module)
+                i += start or 1
+                if start:
                     args = []
-                    for token in tokens[i + 3:]:
+                    for token in tokens[i:]:
                         if token in SHELL_OPERATORS:
                             break
                         args.append(token)
+                    i += len(args)
                     yield name, args
 
 
 def _flags(args):
-    return [a.split("=", 1)[0] for a in args if re.match(r"--?[a-zA-Z]", a)]
+    # "[--flag" too: the docs write optional arguments in brackets
+    return [a.lstrip("[").split("=", 1)[0] for a in args if re.match(r"\[?--?[a-zA-Z]", a)]
 
 
 def _help(module_name, argv):
@@ -118,6 +143,17 @@ def test_jaxbench_commands_in_the_workflows_exist():
     calls = list(_invocations("jaxbench_helpers"))
     used = {args[0] for _, args in calls}
     assert {"test", "config", "report", "main"} <= used
+    _check_jaxbench_calls(calls)
+
+
+def test_jaxbench_commands_in_the_docs_exist():
+    calls = list(_invocations("jaxbench_helpers", _doc_scripts()))
+    used = {args[0] for _, args in calls}
+    assert {"main", "test", "config", "ab", "bisect", "report"} <= used, used
+    _check_jaxbench_calls(calls)
+
+
+def _check_jaxbench_calls(calls):
     for name, args in calls:
         command = args[0]
         assert command in COMMANDS or command == "test", f"{name}: no command {command!r}"
@@ -133,6 +169,17 @@ def test_jaxbench_commands_in_the_workflows_exist():
 def test_asv_commands_in_the_workflows_exist():
     calls = list(_invocations("asv"))
     assert calls
+    _check_asv_calls(calls)
+
+
+def test_asv_commands_in_the_docs_exist():
+    calls = list(_invocations("asv", _doc_scripts()))
+    assert {"run", "continuous", "machine"} <= {
+        (args[2:] if args[:1] == ["--config"] else args)[0] for _, args in calls}
+    _check_asv_calls(calls)
+
+
+def _check_asv_calls(calls):
     for name, args in calls:
         # the global --config and its value come first
         rest = args[2:] if args[:1] == ["--config"] else args
