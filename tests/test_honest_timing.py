@@ -92,9 +92,9 @@ def _behind(tree, spins):
         if jnp.issubdtype(leaf.dtype, jnp.number) else leaf, tree)
 
 
-def _slow(fn, spins=40):
-    """``fn`` behind ~20 ms of device work (40 spins), so an unwaited call is caught still
-    running when the timed method returns."""
+def _slow(fn, spins=200):
+    """``fn`` behind ~7 ms of device work (200 spins on a 2-core AMD EPYC VM), so an unwaited
+    call is caught still running when the timed method returns."""
     return jax.jit(lambda *args: _behind(fn(*args), spins))
 
 
@@ -136,7 +136,7 @@ class Record:
         self.kept = []
 
 
-def record(bench, name, spins=40):
+def record(bench, name, spins=200):
     """Set ``bench`` up, swap in the slow program and put, set it up again (as asv does before
     each sample: consumed outputs are made again) and run ``name`` once; returns a Record."""
     params = first_params(type(bench))
@@ -186,7 +186,7 @@ def record(bench, name, spins=40):
     return rec
 
 
-def waiting_problems(bench, name, spins=40):
+def waiting_problems(bench, name, spins=200):
     """What ``name`` of ``bench`` leaves unwaited or does against its class; [] if nothing."""
     rec = record(bench, name, spins)
     problems = []

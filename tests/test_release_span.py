@@ -35,7 +35,7 @@ ON_EVERY_RELEASE = {
     **{f"bench_gpu.MatmulThroughput.{method}('{dtype}')": GPU_ONLY
        for method in ("time_run", "track_achieved_flops_per_second",
                       "track_peak_flops_per_second")
-       for dtype in ("float32", "bfloat16", "float16")},
+       for dtype in ("float32", "tensorfloat32", "bfloat16", "float16")},
     **{f"bench_memory.{workload}.track_device_peak_bytes('float32')": NO_ALLOCATOR_STATS
        for workload in ("CNNTrainStep", "MLPTrainStep", "TransformerBlock")},
 }

@@ -141,3 +141,10 @@ def ensure_described(name, results_dir=None):
     if name not in known:
         with contextlib.redirect_stdout(sys.stderr):  # standard output carries the report
             record(name, path=path)
+
+
+def add_argument(parser):
+    """The --machine option of the commands that time or write results."""
+    parser.add_argument("--machine", help="machine name for the results (default: "
+                        "JAXBENCH_MACHINE, else one made from the hardware, e.g. "
+                        f"{default_name()})")

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..analysis import paired, report, results
-from ..common import asvconfig, markdown, quiet
+from ..common import asvconfig, machine, markdown, quiet
 from ..common.machine import ensure_described, machine_name
 from . import pythons
 
@@ -534,8 +534,7 @@ def parse(argv):
                         help=f"smallest change reported, as a ratio (default {DEFAULT_FACTOR})")
     parser.add_argument("--max-rounds", type=int, default=MAX_ROUNDS,
                         help=f"rounds per case at most (default {MAX_ROUNDS})")
-    parser.add_argument("--machine", help="machine name (default: JAXBENCH_MACHINE or the "
-                        "host name)")
+    machine.add_argument(parser)
     parser.add_argument("--work-dir", help="where the two environments live (default: a new "
                         "temporary folder; pass one to reuse builds)")
     parser.add_argument("--results-dir", help="asv results folder (default: the config's)")

@@ -76,9 +76,7 @@ def main(argv=None):
                         "jax-v0.9.0..jax-v0.10.2 (tags of the release-history repository)")
     parser.add_argument("--bench", "-b", action="append", default=[],
                         help="only benchmarks matching this regex (repeatable)")
-    parser.add_argument("--machine",
-                        help="machine name for results/ (default: JAXBENCH_MACHINE, else one "
-                        "made from the hardware, e.g. cpu-2core-amd-epyc-24gb)")
+    machine.add_argument(parser)
     parser.add_argument("--machine-note", default="",
                         help="appended to the CPU model in machine.json, e.g. 'shared VM'")
     parser.add_argument("--results-dir", default=paths.RESULTS)

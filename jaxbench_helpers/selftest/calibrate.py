@@ -34,7 +34,7 @@ import tempfile
 from dataclasses import dataclass
 
 from ..analysis import results
-from ..common import asvconfig, paths, quiet
+from ..common import asvconfig, machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import asvconf, pythons
@@ -549,8 +549,7 @@ def parse(argv):
     parser.add_argument("--bench", "-b", action="append", default=[],
                         help="asv benchmark regex; repeat for several (default: the whole suite)")
     parser.add_argument("--profile", help="quick, regular or large (default: the config's)")
-    parser.add_argument("--machine", help="machine name (default: JAXBENCH_MACHINE or the "
-                        "host name)")
+    machine.add_argument(parser)
     parser.add_argument("--python", choices=["same"],
                         help="'same': measure this interpreter's jax (asv --python=same "
                         "--set-commit-hash COMMIT) instead of an asv-built environment")

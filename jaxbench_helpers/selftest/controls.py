@@ -27,7 +27,7 @@ import tempfile
 from dataclasses import dataclass
 
 from ..analysis import paired
-from ..common import asvconfig, paths, quiet
+from ..common import asvconfig, machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import ab, asvconf
@@ -185,7 +185,7 @@ def parse(argv):
     parser.add_argument("--repo", default=paths.HISTORY_REPO,
                         help="the JAX repository (default: the release-history one)")
     parser.add_argument("--profile", default="regular")
-    parser.add_argument("--machine")
+    machine.add_argument(parser)
     parser.add_argument("--work-dir", help="builds and scratch results (default: a new "
                         "temporary folder)")
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")

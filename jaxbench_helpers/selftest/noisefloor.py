@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass
 
 from ..analysis import results
+from ..common import machine, quiet
 from ..common import markdown as md
-from ..common import quiet
 from ..common.machine import machine_name
 from ..runtime import cpu_threads
 
@@ -258,8 +258,7 @@ def parse(argv):
     parser.add_argument("--cpu-threads", choices=cpu_threads.CHOICES, default="1",
                         help="JAXBENCH_CPU_THREADS for the processes (default 1, as the "
                         "regular profile)")
-    parser.add_argument("--machine", help="name in the report (default: JAXBENCH_MACHINE or "
-                        "the host name)")
+    machine.add_argument(parser)
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
     quiet.add_arguments(parser)
     args = parser.parse_args(argv)

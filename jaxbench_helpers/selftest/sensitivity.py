@@ -2,8 +2,8 @@
 
     python -m jaxbench_helpers sensitivity [--release 0.10.2] [--phase PHASE ...]
         [--fractions 0.5,0.2,0.1] [--factor 1.05] [-b REGEX ...] [--profile regular]
-        [--rounds N] [--machine NAME] [--work-dir DIR] [--no-stats] [--keep-going]
-        [-o results.md]
+        [--method ab|asv] [--rounds N] [--machine NAME] [--work-dir DIR] [--no-stats]
+        [--keep-going] [--bisect [--commits 33]] [-o results.md]
 
 First a control: a commit that only adds a comment, measured the same way, shows what the
 procedure flags from noise alone. Then, for each phase (dispatch, trace, lower, compile, run,
@@ -11,18 +11,19 @@ transfer, startup) and each planted fraction, largest first:
 
 1. a commit on top of the release, in a scratch release-history repository, plants the slowdown
    into JAX's own source (``plants.py``: the phase takes that fraction longer);
-2. one ``asv run --interleave-rounds`` measures the release and the planted commit, rounds
-   alternating between the two, each installed in an asv environment with the release's jaxlib
-   (``--rounds N`` overrides the profile's rounds with asv's ``-a rounds=N``: on a machine
-   whose speed drifts, more alternations spread both commits over the same spells);
-3. asv's own comparison (``asv compare --factor F``: ratio beyond the factor and asv's
-   statistics agree) judges each benchmark. The plant is **detected** when a benchmark that
-   times the phase got slower; the other phases stayed **quiet** when no benchmark that times
-   none of the planted phase changed either way (NumPy baselines included).
+2. the release and the planted commit are measured: by default an interleaved A/B (``ab``:
+   both installed once, their processes taking turns until the paired ratio's 95% interval
+   decides); with ``--method asv`` one ``asv run --interleave-rounds`` judged by asv's own
+   comparison (``--rounds N``: asv's ``-a rounds=N``);
+3. the plant is **detected** when a benchmark that times the phase got slower; the other phases
+   stayed **quiet** when no benchmark that times none of the planted phase changed either way
+   (NumPy baselines included).
 
 A phase's sweep stops at the first fraction it misses (a smaller one would be missed too) unless
-``--keep-going``. Exit status: 0 when every phase was detected cleanly at the smallest fraction
-tried, 1 otherwise, 2 on bad input.
+``--keep-going``. ``--bisect`` instead hides each phase's plant (the smallest fraction) among
+``--commits`` neutral commits and checks that ``bisect`` names it. Exit status: 0 when every
+phase was detected cleanly at the smallest fraction tried (or every bisect named its plant), 1
+otherwise, 2 on bad input, 4 on a busy machine.
 """
 
 import argparse
@@ -34,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..analysis import results
-from ..common import asvconfig, quiet
+from ..common import asvconfig, machine, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import ab, asvconf, history
@@ -478,8 +479,7 @@ def parse(argv):
     parser.add_argument("--rounds", type=int,
                         help="rounds per commit, alternating between the two (asv -a "
                         "rounds=N; default: the profile's)")
-    parser.add_argument("--machine", help="machine name (default: JAXBENCH_MACHINE or the "
-                        "host name)")
+    machine.add_argument(parser)
     parser.add_argument("--work-dir", help="scratch folder: repository, configs, results "
                         "(default: a new temporary folder, kept)")
     parser.add_argument("--env-dir", help="asv environments folder (default: the config's)")
