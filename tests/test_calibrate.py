@@ -301,7 +301,7 @@ def test_threshold_is_margin_times_change_rounded_up(change, expected):
     (0.0, 0.005), (0.001, 0.005), (0.0026, 0.01), (0.008, 0.02)])
 def test_a_count_gets_a_threshold_ten_times_finer_even_below_asvs_default(change, expected):
     key = results.SeriesKey("bench_x.W.track_run_instructions", "", "e")
-    count = calibrate.Case(key, "instructions", [results.Measurement(v)
+    count = calibrate.Case(key, "CPU instructions", [results.Measurement(v)
                                                 for v in (1e6, 1e6 * (1 + change))])
     assert calibrate.proposed_threshold(count, margin=2) == pytest.approx(expected)
     timing = _case([1.0, 1.0 + change])

@@ -100,3 +100,22 @@ def test_an_ab_case_the_machine_kept_too_noisy_is_unresolved_not_flagged():
     (w, c) = ab.judge([wide, clear], {}, 1.10, None)
     assert w.mark == "?" and c.mark == "+"
     assert ab.exit_code(ab.Comparison(None, None, [wide], [w], None, 0)) == 0
+
+
+def test_an_instruction_count_is_judged_by_its_calibrated_threshold():
+    from jaxbench_helpers.analysis import results
+    from jaxbench_helpers.host import ab
+
+    def count(name, a, b):
+        case = ab.Case({"name": name, "type": "track", "params": []}, 0, "")
+        case.runs["A"], case.runs["B"] = [ab.Run(value=a)], [ab.Run(value=b)]
+        return case
+
+    cases = [count("b.C.track_run_instructions", 1e6, 1.02e6),  # 2%: beyond the default 1%
+             count("b.D.track_compile_instructions", 1e6, 1.02e6)]  # within its 3%
+    units = {c.name: "CPU instructions" for c in cases}
+    thresholds = {r"b\.D\.track_compile_instructions(@|$)": 0.03}
+    marks = [v.mark for v in ab.judge(cases, units, 1.10, None, thresholds)]
+    assert marks == ["+", " "]
+    assert results.count_factor("b.D.track_compile_instructions", thresholds) == 1.03
+    assert results.count_factor("b.E.track_trace_instructions", thresholds) == 1.01

@@ -379,9 +379,11 @@ class Change:
         return self.after / self.before
 
 
-def compare(results_dir, machine, base, head, factor=1.1, use_stats=True, units=None):
+def compare(results_dir, machine, base, head, factor=1.1, use_stats=True, units=None,
+            thresholds=None):
     """[Change] for every benchmark and parameter combination in either commit's results,
-    classified as asv compare and asv continuous do."""
+    classified as asv compare and asv continuous do; instruction counts at
+    ``results.count_factor`` (``thresholds``: the config's regressions_thresholds)."""
     from asv.commands.compare import _is_result_better
 
     units = units if units is not None else results.load_units(results_dir)
@@ -392,6 +394,12 @@ def compare(results_dir, machine, base, head, factor=1.1, use_stats=True, units=
                               f"{results_dir}; run 'asv continuous BASE HEAD' first (without "
                               "--quick, which saves nothing)")
     one, two = found[base], found[head]
+
+    def limit(key, unit):
+        if unit == results.COUNT_UNIT:
+            return results.count_factor(key.benchmark + key.params, thresholds)
+        return factor
+
     changes = []
     for key in sorted(set(one) | set(two), key=_sort_key):
         unit = results.unit_of(key.benchmark, units)
@@ -408,9 +416,11 @@ def compare(results_dir, machine, base, head, factor=1.1, use_stats=True, units=
             mark = "*"
         elif results.missing(a.value) or results.missing(b.value):
             mark = " "
-        elif _is_result_better(b.value, a.value, ss_b, ss_a, factor, use_stats=use_stats):
+        elif _is_result_better(b.value, a.value, ss_b, ss_a, limit(key, unit),
+                               use_stats=use_stats):
             mark = "-"
-        elif _is_result_better(a.value, b.value, ss_a, ss_b, factor, use_stats=use_stats):
+        elif _is_result_better(a.value, b.value, ss_a, ss_b, limit(key, unit),
+                               use_stats=use_stats):
             mark = "+"
         else:
             mark = " "
@@ -550,6 +560,9 @@ def compare_main(argv):
     if args.config:
         conf = asvconfig.load(args.config)
         results_dir, repo = results_dir or conf["results_dir"], repo or conf["repo"]
+        thresholds = conf.get("regressions_thresholds", {})
+    else:
+        thresholds = asvconfig.read(paths.CONFIG).get("regressions_thresholds", {})
     if not results_dir:
         raise ReportError("pass --config (the asv config) or --results-dir")
     machine = results.pick_machine(results_dir, args.machine)
@@ -568,7 +581,7 @@ def compare_main(argv):
                                   "or --repo with a local clone to resolve names")
             hashes.append(full)
     changes = compare(results_dir, machine, *hashes, factor=args.factor,
-                      use_stats=args.use_stats)
+                      use_stats=args.use_stats, thresholds=thresholds)
     markdown.write(compare_markdown(changes, base_name=args.base, head_name=args.head,
                                     base=hashes[0], head=hashes[1], machine=machine,
                                     factor=args.factor, use_stats=args.use_stats), args.output)

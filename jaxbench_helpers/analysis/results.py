@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 
 from ..common import git
@@ -77,6 +78,22 @@ def load_units(results_dir):
     with open(path) as f:
         found = json.load(f)
     return {name: b.get("unit", "") for name, b in found.items() if isinstance(b, dict)}
+
+
+COUNT_UNIT = "CPU instructions"
+# an instruction count without a calibrated threshold is flagged beyond 1%
+COUNT_FACTOR = 1.01
+
+
+def count_factor(name, thresholds):
+    """The factor an instruction count ``name`` (benchmark and params) is judged by: 1 + its
+    calibrated regressions threshold (a config's ``regressions_thresholds``, matched as asv
+    matches them), else ``COUNT_FACTOR``. A machine cannot move a count, so its factor is far
+    finer than a time's."""
+    for regex, threshold in (thresholds or {}).items():
+        if re.search(regex, name):
+            return 1 + threshold
+    return COUNT_FACTOR
 
 
 def skipped(name, unit):

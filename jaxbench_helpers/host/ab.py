@@ -281,7 +281,9 @@ def drift(cases, numpy_same):
     return pooled.ratio if (pooled.low > 1 or pooled.high < 1) else None
 
 
-def judge(cases, units, factor, shared_drift):
+def judge(cases, units, factor, shared_drift, thresholds=None):
+    """A Verdict per case: timings by the paired estimate at ``factor``, values by their ratio
+    (instruction counts at ``results.count_factor``)."""
     verdicts = []
     for case in cases:
         unit = results.unit_of(case.name, units)
@@ -299,7 +301,9 @@ def judge(cases, units, factor, shared_drift):
                       else "?")
         elif v.before:
             ratio = v.after / v.before
-            v.mark = "+" if ratio > factor else "-" if ratio < 1 / factor else " "
+            limit = (results.count_factor(case.name + case.params, thresholds)
+                     if unit == results.COUNT_UNIT else factor)
+            v.mark = "+" if ratio > limit else "-" if ratio < 1 / limit else " "
         way = results.direction(unit, case.name)
         if not way.higher_is_worse and v.mark in "+-":
             v.mark = "+" if v.mark == "-" else "-"
@@ -485,7 +489,8 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
         close(sides)
     units = {name: b.get("unit", "") for name, b in benchmarks.items()}
     shared = drift(cases, numpy_same)
-    verdicts = judge(cases, units, factor, shared)
+    thresholds = asvconfig.read(conf_path).get("regressions_thresholds", {})
+    verdicts = judge(cases, units, factor, shared, thresholds)
     if save and not same:
         benchmarks.save()
         for side in sides:

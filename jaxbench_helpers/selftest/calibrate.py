@@ -45,8 +45,7 @@ ASV_DEFAULT_THRESHOLD = 0.05
 # a spread (IQR / median within a run) below this counts as quiet in the summary
 QUIET_SPREAD = 0.03
 THRESHOLD_STEP = 0.05
-# instruction counts (track_*_instructions): their thresholds start at 0.5%, in steps of 0.5%
-COUNT_UNIT = "instructions"
+# instruction counts (results.COUNT_UNIT): their thresholds start at 0.5%, in steps of 0.5%
 COUNT_FLOOR = 0.005
 COUNT_STEP = 0.005
 KEY = "regressions_thresholds"
@@ -162,7 +161,7 @@ def proposed_threshold(case, margin, floor=None, step=None):
     finer than asv's default threshold."""
     if case.change is None:
         return None
-    counted = case.unit == COUNT_UNIT
+    counted = case.unit == results.COUNT_UNIT
     floor = floor if floor is not None else COUNT_FLOOR if counted else ASV_DEFAULT_THRESHOLD
     step = step if step is not None else COUNT_STEP if counted else THRESHOLD_STEP
     wanted = max(floor, margin * case.change)
@@ -182,7 +181,7 @@ def thresholds(found, margin):
     by_name = {}
     for case in found:
         t = proposed_threshold(case, margin)
-        if t is not None and (t > ASV_DEFAULT_THRESHOLD or case.unit == COUNT_UNIT):
+        if t is not None and (t > ASV_DEFAULT_THRESHOLD or case.unit == results.COUNT_UNIT):
             by_name[case.name] = max(t, by_name.get(case.name, 0))
     return {threshold_regex(name): t for name, t in sorted(by_name.items())}
 
