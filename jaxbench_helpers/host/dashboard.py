@@ -129,7 +129,8 @@ def external_addresses(index_html):
 
 def make_offline(html_dir, cache=CACHE):
     """Make the dashboard at ``html_dir`` load nothing from outside it, and add jaxbench's
-    script and reading page; running it again changes nothing."""
+    script and reading page, and an empty summary for benchmarks without results; running
+    it again changes nothing."""
     index_path = os.path.join(html_dir, "index.html")
     try:
         with open(index_path) as f:
@@ -158,4 +159,26 @@ def make_offline(html_dir, cache=CACHE):
         shutil.copyfile(os.path.join(ASSETS, name), os.path.join(html_dir, name))
     with open(index_path, "w") as f:
         f.write(index_html)
+    fill_missing_summaries(html_dir)
     return [local_path(lib) for lib in pinned]
+
+
+def fill_missing_summaries(html_dir):
+    """Write an empty summary graph for each benchmark that has no result yet (one added or
+    renamed since the last run): asv lists it in the summary grid, whose request for the
+    missing file is a 404 error in the reader's console. Returns the names filled."""
+    try:
+        with open(os.path.join(html_dir, "index.json")) as f:
+            names = json.load(f)["benchmarks"]
+    except (OSError, ValueError, KeyError) as err:
+        raise DashboardError(f"cannot read the benchmark list in {html_dir}/index.json "
+                             f"({err}); did asv publish succeed?") from None
+    filled = []
+    for name in names:
+        path = os.path.join(html_dir, "graphs", "summary", f"{name}.json")
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write("[]")
+            filled.append(name)
+    return filled
