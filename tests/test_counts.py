@@ -134,6 +134,88 @@ def test_a_module_without_setup_cache_is_refused(tmp_path, monkeypatch):
         DispatchCounted().track_latency_instructions_per_call("float32")
 
 
+# ---- the child's sampling, with a stand-in for callgrind -------------------------------------
+
+class _Recorder(counts.Counts, _Tiny):
+    """Phases that only note that they ran; setup too."""
+
+    count_phases = ("time_run", "time_trace", "time_dispatch_100_calls")
+
+    def setup(self, *params):
+        self.log.append("setup")
+
+    def time_run(self, *params):
+        self.log.append("run")
+
+    def time_trace(self, *params):
+        self.log.append("trace")
+
+    def time_dispatch_100_calls(self, *params):
+        self.log.append("dispatch")
+
+
+class _FakeCounter:
+    """Runs each region's call and answers the next count of a list."""
+
+    def __init__(self, log, values):
+        self.log, self.values = log, iter(values)
+
+    def region(self, call, label):
+        self.log.append("region")
+        call()
+        return next(self.values), 7
+
+
+def _count_case(cls, values):
+    cls.log = []
+    entries = counts.count_case(cls, ("float32",), _FakeCounter(cls.log, values))
+    return {json.loads(key)[1]: entry for key, entry in entries.items()}, cls.log
+
+
+def test_each_phase_is_counted_as_asv_samples_it():
+    entries, log = _count_case(_Recorder, [5, 9, 7, 300, 100, 200, 10_000, 9_000, 11_000])
+    calls = log[1:]  # after the case's first setup
+    # run: setup and one uncounted call, then setup before each of three counted samples
+    assert calls[:11] == ["setup", "run"] + ["setup", "region", "run"] * 3
+    # trace: three uncounted calls (the interpreter specializes the tracing code first)
+    assert calls[11:17] == ["setup", "trace"] * 3
+    assert entries["time_run"] == {"count": 7, "samples": [5, 9, 7], "excluded": [7, 7, 7],
+                                   "wall_s": entries["time_run"]["wall_s"]}
+    assert entries["time_trace"]["count"] == 200
+    # the dispatch phase times 100 calls: its count is per call
+    assert entries["time_dispatch_100_calls"]["count"] == 10_000 / workload.DISPATCH_CALLS
+
+
+def test_a_phase_that_counts_above_the_limit_is_counted_once(monkeypatch):
+    monkeypatch.setattr(counts, "ONE_SAMPLE_ABOVE", 1_000)
+    entries, _ = _count_case(_Recorder, [5, 9, 7, 2_000, 100_000])
+    assert entries["time_trace"]["samples"] == [2_000]
+    assert entries["time_dispatch_100_calls"]["samples"] == [100_000]
+
+
+def test_a_class_can_set_its_samples():
+    class Once(_Recorder):
+        count_samples = {"time_run": 1}
+
+    entries, _ = _count_case(Once, [5, 300, 100, 200, 1, 2, 3])
+    assert entries["time_run"]["samples"] == [5]
+
+
+def test_a_phase_that_skips_or_fails_gives_its_reason():
+    class Mixed(_Recorder):
+        def time_trace(self, *params):
+            workload.skip("planted: no trace on this release")
+
+        def time_dispatch_100_calls(self, *params):
+            raise ValueError("planted dispatch failure")
+
+    entries, _ = _count_case(Mixed, [5, 9, 7])
+    assert entries["time_trace"] == {"skip": "planted: no trace on this release",
+                                     "wall_s": entries["time_trace"]["wall_s"]}
+    assert "ValueError: planted dispatch failure" in entries["time_dispatch_100_calls"]["error"]
+    assert entries["time_run"]["count"] == 7
+
+
 # ---- callgrind's dump format ----------------------------------------------------------------
 
 DUMP = """\

@@ -24,15 +24,20 @@ instrumentation and are not counted. Every count of the module goes to one JSON 
 later count benchmarks read it.
 
 Each region is one sample, as asv times it: ``setup`` before every sample (it refills the
-fresh objects of cold phases), one uncounted warm-up call before the samples of a warm phase,
-the garbage collector off inside the region (asv's timer turns it off too). A count is the
-median of its samples less the count of an empty region (the region's own cost: the return
-from the start request and the call into the stop request).
+fresh objects of cold phases), one uncounted call before the samples of every phase (asv's
+warm-up; for a cold phase, the call that would find setup's warm caches), the garbage
+collector off inside the region (asv's timer turns it off too). A count is the median of its
+samples (three, or one where the first counts more than ONE_SAMPLE_ABOVE) less the count of an
+empty region (the region's own cost: the return from the start request and the call into the
+stop request).
 
-What keeps a count still (measured: see tests/test_counts.py and the numbers in the docs): the
-child runs on one CPU, so XLA sizes its thread pools to one thread and no pool thread spins
-inside a region; string hashing is seeded (PYTHONHASHSEED=0), so tracing walks dicts and sets
-in the same order in every process.
+What keeps a count still between processes: the child runs on one CPU, so XLA sizes its
+thread pools to one thread; string hashing is seeded (PYTHONHASHSEED=0), so tracing walks dicts
+and sets in the same order; address randomization is off (``setarch -R``) and valgrind hands
+its lock to threads in turn (``--fair-sched=yes``), so threads interleave alike; and the
+instructions of XLA's thread pool itself (scheduling, and the spinning of idle workers, up to
+a third of a dispatch count and different in every sample) are left out, while the work of the
+tasks it runs is counted.
 
 Where the platform is not the CPU, or valgrind, a C compiler or valgrind's headers are
 missing, every count is n/a with a message that says what to install; nothing else changes.
@@ -65,8 +70,15 @@ UNIT = "instructions"
 # the phases a Counts class counts unless it says otherwise; time_numpy is not JAX's work
 DEFAULT_PHASES = ("time_run", "time_dispatch_100_calls", "time_latency_100_calls",
                   "time_trace", "time_lower", "time_compile", "time_to_device", "time_to_host")
-# samples per count (each one region); a class may override some in ``count_samples``
+# uncounted calls before the samples of a phase (default 1)
+UNCOUNTED_CALLS = {"time_trace": 3, "time_lower": 3}
+# samples per count (each one region; the count is their median), unless a class says
+# otherwise in ``count_samples``
 DEFAULT_SAMPLES = 3
+# a phase whose first sample counts more than this is counted once: another sample would cost
+# a minute or more under callgrind (some 20-40 M instructions a second on a 2-core VM), and the
+# big phases (compiles of large programs, large runs) spread least
+ONE_SAMPLE_ABOVE = 2_000_000_000
 # seconds for one module's child; asv's timeout of the count benchmarks is a little longer so
 # that the child's own timeout, with its message, comes first
 CHILD_TIMEOUT = 1500
@@ -140,7 +152,8 @@ class Counts:
     Put it first in a workload class's bases. Class attributes that tune it:
     ``count_phases`` (the ``time_*`` names to count; default every one of DEFAULT_PHASES the
     class has), ``count_params`` (the parameter tuples to count; others are n/a; default all),
-    ``count_samples`` ({time name: samples}, for phases too costly for DEFAULT_SAMPLES).
+    ``count_samples`` ({time name: samples}; default DEFAULT_SAMPLES, or one sample where the
+    first counts more than ONE_SAMPLE_ABOVE).
     """
 
     count_phases = None
@@ -156,9 +169,6 @@ class Counts:
                 setattr(cls, name, _track_method(cls, time_name, name, calls))
             elif getattr(cls, name, None) is not None:
                 setattr(cls, name, None)  # a base counted it; this class does not
-
-    def samples_for(self, time_name):
-        return self.count_samples.get(time_name, DEFAULT_SAMPLES)
 
 
 def _track_method(cls, time_name, name, calls):
@@ -361,12 +371,24 @@ def _package_root(module_name):
 
 
 # callgrind options besides the tool and where dumps go: instrumentation off until a region
-# starts; -q keeps valgrind's banner out of the output a failure reports
-VALGRIND_OPTIONS = ("-q", "--instr-atstart=no")
+# starts; threads take valgrind's lock in turn (fair-sched), so they interleave alike in every
+# process (JitTrivial's 100 waited calls then count the same to the instruction); -q keeps
+# valgrind's banner out of the output a failure reports
+VALGRIND_OPTIONS = ("-q", "--instr-atstart=no", "--fair-sched=yes")
+
+
+def no_aslr_wrapper():
+    """``setarch -R`` where it works: the same addresses in every process, so hash tables keyed
+    by pointers probe alike; () where it does not (no util-linux, or no personality(2))."""
+    setarch = shutil.which("setarch")
+    if setarch is None:
+        return ()
+    probe = subprocess.run([setarch, "-R", "true"], capture_output=True)
+    return (setarch, "-R") if probe.returncode == 0 else ()
 
 
 def run_child(module_name, key, *, classes=None, timeout=CHILD_TIMEOUT,
-              valgrind_options=VALGRIND_OPTIONS, env=None, wrapper=()):
+              valgrind_options=VALGRIND_OPTIONS, env=None, wrapper=None):
     """Count every region of ``module_name`` (only ``classes``, by name, if given) in one
     process under callgrind; returns the results (``failure`` set where the child failed)."""
     shim = shim_library()
@@ -375,6 +397,7 @@ def run_child(module_name, key, *, classes=None, timeout=CHILD_TIMEOUT,
                 "out": os.path.join(tmp, "counts.json"), "parent": os.getpid(), "key": key}
         spec_path = os.path.join(tmp, "spec.json")
         _write_json(spec_path, spec)
+        wrapper = no_aslr_wrapper() if wrapper is None else wrapper
         command = [*wrapper, shutil.which("valgrind"), "--tool=callgrind",
                    f"--callgrind-out-file={os.path.join(tmp, 'callgrind.out')}",
                    *valgrind_options, sys.executable, "-c",
@@ -403,6 +426,7 @@ def run_child(module_name, key, *, classes=None, timeout=CHILD_TIMEOUT,
                        f"{returncode}" + ("" if results is None else " after writing counts"))
         else:
             results["child_wall_s"] = round(wall, 1)
+            results["command"] = command[:command.index(sys.executable)]
             return results
         return {"key": key, "failure": f"{failure}; its output ended:\n{tail}",
                 "cases": {}, "child_wall_s": round(wall, 1)}
@@ -534,6 +558,8 @@ def child_main(spec_path):
     with open(spec_path) as f:
         spec = json.load(f)
     _die_with_parent(spec["parent"])
+    # one CPU before jax starts (JAXBENCH_CPU_THREADS=1 does the rest: BLAS threads)
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     started = time.monotonic()
     keep = os.environ.get(KEEP_DUMPS_ENV)
     if keep:
@@ -612,17 +638,22 @@ def _count_phase(instance, time_name, params, counter, skips):
     calls = track_name(time_name)[1]
     samples, excluded = [], []
     try:
-        # one uncounted call first: asv warms a warm phase up before its samples; a cold
-        # phase's first sample would find the caches that setup's warm-up just filled (a
-        # trace then costs a third of a cold one), so it is not counted either
-        instance.setup(*params)
-        method(*params)
-        for _ in range(instance.samples_for(time_name)):
+        # uncounted calls first: asv warms a warm phase up before its samples; a cold phase's
+        # first sample would find the caches that setup's warm-up just filled (a trace then
+        # costs a third of a cold one); and tracing and lowering run Python that the
+        # interpreter specializes over the first calls (a lower moves 1-2 % until then)
+        for _ in range(UNCOUNTED_CALLS.get(time_name, 1)):
+            instance.setup(*params)
+            method(*params)
+        wanted = instance.count_samples.get(time_name)
+        for _ in range(wanted or DEFAULT_SAMPLES):
             instance.setup(*params)  # asv's setup before every sample
             count, left_out = counter.region(
                 lambda: method(*params), f"{type(instance).__qualname__}.{time_name}{params}")
             samples.append(count)
             excluded.append(left_out)
+            if wanted is None and count > ONE_SAMPLE_ABOVE:
+                break
     except skips as err:
         return {"skip": str(err)}
     except Exception:
