@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from jax import lax
 
-from jaxbench_helpers.runtime import data, device, monitor, phases, workload
+from jaxbench_helpers.runtime import counts, data, device, monitor, phases, workload
 
 
 def setup_cache():
@@ -57,7 +57,7 @@ def _vector(profile, dtype, seed=data.SEED):
 # ---- the jit fast path --------------------------------------------------------------------
 
 
-class JitTrivial(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
+class JitTrivial(counts.Counts, phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """jit of a function that swaps its two arguments (api_benchmark's jit_trivial): the floor
     of a jitted call, no computation, two outputs; once 246 us, fixed to 4 us in 0.4.15."""
 
@@ -292,7 +292,7 @@ class EagerUnary(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
         return (_scalar(dtype),)
 
 
-class EagerBinary(phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
+class EagerBinary(counts.Counts, phases.DispatchPhase, phases.LatencyPhase, workload.Workload):
     """x + y on two device scalars, not jitted (api_benchmark's eager_binary): operator
     overloading, dtype promotion and one primitive, op by op."""
 

@@ -5,14 +5,14 @@ float32 and float64."""
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbench_helpers.runtime import data, phases, workload
+from jaxbench_helpers.runtime import counts, data, phases, workload
 
 
 def setup_cache():
     workload.warm_module(__name__)
 
 
-class SquareMatmul(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+class SquareMatmul(counts.Counts, phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
                    phases.StagePhases, phases.TransferPhases, phases.NumpyBaseline,
                    workload.Workload):
     """jnp.dot(x, x) on a square matrix (1000x1000 in the regular profile): the docs' example
@@ -20,6 +20,7 @@ class SquareMatmul(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
 
     params = [["float32", "float64"]]
     param_names = ["dtype"]
+    count_params = [("float32",)]
 
     def x64(self, dtype):
         return dtype == "float64"

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxbench_helpers.runtime import data, phases, workload
+from jaxbench_helpers.runtime import counts, data, phases, workload
 
 
 def setup_cache():
@@ -69,7 +69,7 @@ def _mlp_loss(params, x, y):
     return jnp.mean((out - y) ** 2)
 
 
-class MLPTrainStep(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+class MLPTrainStep(counts.Counts, phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
                    phases.StagePhases, phases.TransferPhases, phases.NumpyBaseline,
                    phases.CompiledFacts, workload.Workload):
     """One SGD step of a 3-layer tanh MLP on a regression batch (256x512 regular): the smallest
@@ -77,6 +77,8 @@ class MLPTrainStep(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
 
     params = [["float32"]]
     param_names = ["dtype"]
+    # the models' compiles are counted once, here: ~1 G instructions, a minute under callgrind
+    count_samples = {"time_compile": 1}
 
     @staticmethod
     def program(x, y, params):
@@ -144,7 +146,7 @@ def _transformer_loss(params, x):
     return jnp.mean(_transformer_block(x, params) ** 2)
 
 
-class TransformerBlock(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+class TransformerBlock(counts.Counts, phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
                        phases.StagePhases, phases.TransferPhases, phases.CompiledFacts,
                        workload.Workload):
     """Forward and backward pass of one pre-LN transformer block (4 heads, 4x128x128 regular):
@@ -152,6 +154,8 @@ class TransformerBlock(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhas
 
     params = [["float32"]]
     param_names = ["dtype"]
+    # a compile of this model is billions of instructions, minutes under callgrind
+    count_phases = tuple(p for p in counts.DEFAULT_PHASES if p != "time_compile")
 
     @staticmethod
     def program(x, params):
@@ -187,7 +191,7 @@ def _cnn_loss(params, images, labels):
     return -jnp.mean(jnp.sum(labels * jax.nn.log_softmax(logits), axis=-1))
 
 
-class CNNTrainStep(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+class CNNTrainStep(counts.Counts, phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
                    phases.StagePhases, phases.TransferPhases, phases.CompiledFacts,
                    workload.Workload):
     """One SGD step of a small CNN (two 3x3 convolutions, the second strided, and a dense
@@ -195,6 +199,10 @@ class CNNTrainStep(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
 
     params = [["float32"]]
     param_names = ["dtype"]
+    # a compile of this model is billions of instructions, minutes under callgrind; the other
+    # models count the transfers
+    count_phases = ("time_run", "time_dispatch_100_calls", "time_latency_100_calls",
+                    "time_trace", "time_lower")
 
     @staticmethod
     def program(images, labels, params):
@@ -231,7 +239,7 @@ def _rk4_step(xp, state, dt):
     return state + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
-class ODEIntegration(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+class ODEIntegration(counts.Counts, phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
                      phases.StagePhases, phases.TransferPhases, phases.NumpyBaseline,
                      phases.CompiledFacts, workload.Workload):
     """RK4 integration of a batch of Lorenz-63 systems over a time grid (512 systems, 500
@@ -239,6 +247,10 @@ class ODEIntegration(phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
 
     params = [["float32"]]
     param_names = ["dtype"]
+    # a compile of this model is billions of instructions, minutes under callgrind; the other
+    # models count the transfers
+    count_phases = ("time_run", "time_dispatch_100_calls", "time_latency_100_calls",
+                    "time_trace", "time_lower")
 
     @staticmethod
     def program(state, times):

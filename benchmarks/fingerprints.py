@@ -289,6 +289,12 @@ def _method_origin(cls, method):
     return None
 
 
+def _counted_phase(cls, method):
+    """An instruction count (runtime/counts.py) counts the work of its ``time_*`` phase: its
+    fingerprint and version are that phase's."""
+    return getattr(getattr(cls, method, None), "counted_phase", None) or method
+
+
 def benchmark_pieces(module_name, class_name, method):
     """{piece key: text} of everything the fingerprint of one benchmark covers."""
     module = importlib.import_module(module_name)
@@ -296,6 +302,7 @@ def benchmark_pieces(module_name, class_name, method):
         pieces, fields = _closure(module_name, method, method)
     else:
         cls = getattr(module, class_name)
+        method = _counted_phase(cls, method)
         pieces, fields = _closure(cls.__module__, cls.__qualname__, method)
         origin = _method_origin(cls, method)
         if origin is not None and not _hashed(origin.__module__):
@@ -311,6 +318,7 @@ def _version_owner(module_name, class_name, method):
     if class_name is None:
         return f"{module_name}.{method}"
     cls = getattr(importlib.import_module(module_name), class_name)
+    method = _counted_phase(cls, method)
     origin = _method_origin(cls, method)
     if origin is not None and "version" in getattr(vars(origin)[method], "__dict__", {}):
         return f"{origin.__module__}.{origin.__qualname__}.{method}"

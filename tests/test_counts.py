@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
+from jaxbench_helpers.analysis import results
 from jaxbench_helpers.runtime import counts, phases, workload
 
 HAVE_VALGRIND = counts.missing_tools() is None
@@ -36,11 +37,12 @@ class _Tiny(workload.Workload):
         return (np.ones(8, dtype),)
 
 
-class AllCounted(counts.Counts, phases.AllPhases, _Tiny):
+class AllCounted(counts.Counts, phases.RunPhase, phases.DispatchPhase, phases.LatencyPhase,
+                  phases.StagePhases, phases.TransferPhases, _Tiny):
     pass
 
 
-class DispatchCounted(counts.Counts, phases.DispatchPhases, _Tiny):
+class DispatchCounted(counts.Counts, phases.DispatchPhase, phases.LatencyPhase, _Tiny):
     pass
 
 
@@ -51,12 +53,12 @@ class RunOnly(AllCounted):
 # ---- names and attributes -------------------------------------------------------------------
 
 def test_count_names_pair_with_the_time_phases():
-    assert counts.track_name("time_run") == ("track_run_instructions", 1)
+    assert counts.track_name("time_run") == ("track_run_cpu_instructions", 1)
     assert counts.track_name("time_dispatch_100_calls") == (
-        "track_dispatch_instructions_per_call", workload.DISPATCH_CALLS)
+        "track_dispatch_cpu_instructions_per_call", workload.DISPATCH_CALLS)
     assert counts.track_name("time_latency_100_calls") == (
-        "track_latency_instructions_per_call", workload.DISPATCH_CALLS)
-    assert counts.track_name("time_to_host") == ("track_to_host_instructions", 1)
+        "track_latency_cpu_instructions_per_call", workload.DISPATCH_CALLS)
+    assert counts.track_name("time_to_host") == ("track_to_host_cpu_instructions", 1)
     with pytest.raises(ValueError, match="not a time_"):
         counts.track_name("track_flops")
 
@@ -67,20 +69,20 @@ def _tracks(cls):
 
 
 def test_a_class_gains_a_count_for_each_phase_it_has_and_no_other():
-    assert _tracks(DispatchCounted) == ["track_dispatch_instructions_per_call",
-                                        "track_latency_instructions_per_call"]
+    assert _tracks(DispatchCounted) == ["track_dispatch_cpu_instructions_per_call",
+                                        "track_latency_cpu_instructions_per_call"]
     assert _tracks(AllCounted) == sorted(counts.track_name(p)[0] for p in counts.DEFAULT_PHASES)
     # a subclass that counts fewer phases hides what its base counted
-    assert _tracks(RunOnly) == ["track_run_instructions"]
+    assert _tracks(RunOnly) == ["track_run_cpu_instructions"]
 
 
 def test_count_benchmarks_carry_what_asv_needs():
-    track = AllCounted.track_compile_instructions
-    assert track.unit == "instructions"
+    track = AllCounted.track_compile_cpu_instructions
+    assert track.unit == "CPU instructions" == results.COUNT_UNIT
     assert track.timeout == counts.BENCHMARK_TIMEOUT > counts.CHILD_TIMEOUT
     assert track.version == f"1-counts{counts.MECHANISM_VERSION}"
     # the count of a phase with its own version follows it
-    assert AllCounted.track_to_host_instructions.version.startswith(
+    assert AllCounted.track_to_host_cpu_instructions.version.startswith(
         phases.TransferPhases.time_to_host.version + "-")
     assert not hasattr(track, "rounds")  # asv runs a track once whatever the class's rounds
 
@@ -123,7 +125,7 @@ def test_without_the_tools_every_count_is_na_with_what_to_install(missing, tmp_p
 def test_counts_off_the_cpu_platform_are_na(monkeypatch):
     monkeypatch.setenv("JAXBENCH_PLATFORM", "gpu")
     with pytest.raises(SkipNotImplemented, match="CPU platform only"):
-        DispatchCounted().track_latency_instructions_per_call("float32")
+        DispatchCounted().track_latency_cpu_instructions_per_call("float32")
 
 
 @needs_valgrind
@@ -131,7 +133,7 @@ def test_a_module_without_setup_cache_is_refused(tmp_path, monkeypatch):
     """asv would give each count benchmark its own folder, so each would start a child."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(counts.CountError, match="module-level setup_cache"):
-        DispatchCounted().track_latency_instructions_per_call("float32")
+        DispatchCounted().track_latency_cpu_instructions_per_call("float32")
 
 
 # ---- the child's sampling, with a stand-in for callgrind -------------------------------------
@@ -311,7 +313,7 @@ HONEST = '''
                 device.block(run(*args))
 
 
-    class Plain(counts.Counts, phases.DispatchPhases, _Tiny):
+    class Plain(counts.Counts, phases.DispatchPhase, phases.LatencyPhase, _Tiny):
         pass
 
 
@@ -366,7 +368,6 @@ def honest(tmp_path_factory):
         mp.setenv("JAXBENCH_PROFILE", "quick")
         mp.chdir(root)
         mp.delitem(sys.modules, "counts_honest", raising=False)
-        workload.forget_prepared()
         import counts_honest
 
         counts_honest.setup_cache()
@@ -376,7 +377,6 @@ def honest(tmp_path_factory):
                 name = counts.track_name(time_name)[0]
                 values[f"{cls.__name__}.{name}"] = getattr(cls(), name)("float32")
         results = json.load(open(root / "jaxbench-counts-counts_honest.json"))
-        workload.forget_prepared()
     return values, results, folder
 
 
@@ -388,8 +388,8 @@ def _samples(results, cls, time_name):
 @needs_valgrind
 def test_a_count_grows_linearly_with_the_calls_in_its_region(honest):
     values = honest[0]
-    n25 = values["Calls.track_calls_25_instructions"]
-    n50 = values["Calls.track_calls_50_instructions"]
+    n25 = values["Calls.track_calls_25_cpu_instructions"]
+    n50 = values["Calls.track_calls_50_cpu_instructions"]
     per_call = n25 / 25
     # no fixed cost hides in a count: the 25 more calls cost what 25 calls cost
     assert (n50 - n25) / 25 == pytest.approx(per_call, rel=0.01), (n25, n50)
@@ -401,8 +401,8 @@ def test_a_count_grows_linearly_with_the_calls_in_its_region(honest):
 def test_one_planted_python_call_per_dispatch_shows_in_the_count(honest):
     values, results, _ = honest
     for phase in ("dispatch", "latency"):
-        plain = values[f"Plain.track_{phase}_instructions_per_call"]
-        planted = values[f"Planted.track_{phase}_instructions_per_call"]
+        plain = values[f"Plain.track_{phase}_cpu_instructions_per_call"]
+        planted = values[f"Planted.track_{phase}_cpu_instructions_per_call"]
         # a child's samples follow the same sequence in every process (the allocator's state
         # moves between them), so the planted call must show sample by sample
         pairs = zip(_samples(results, "Plain", f"time_{phase}_100_calls"),
@@ -416,8 +416,8 @@ def test_one_planted_python_call_per_dispatch_shows_in_the_count(honest):
 @needs_valgrind
 def test_the_counted_region_contains_the_wait_for_the_result(honest):
     values = honest[0]
-    waited = values["Waits.track_run_instructions"]
-    not_waited = values["Waits.track_run_without_wait_instructions"]
+    waited = values["Waits.track_run_cpu_instructions"]
+    not_waited = values["Waits.track_run_without_wait_cpu_instructions"]
     # 200 steps over 256 k integers: millions of instructions, done by XLA's threads
     assert waited > 5_000_000, waited
     assert not_waited < waited / 5, (waited, not_waited)
@@ -435,7 +435,7 @@ def test_two_processes_agree_on_dispatch_counts(honest, tmp_path, monkeypatch):
     assert "failure" not in second, second.get("failure")
     for phase in ("dispatch", "latency"):
         key = json.dumps(["Plain", f"time_{phase}_100_calls", ["'float32'"]])
-        a = first[f"Plain.track_{phase}_instructions_per_call"]
+        a = first[f"Plain.track_{phase}_cpu_instructions_per_call"]
         b = second["cases"][key]["count"]
         assert abs(a - b) / min(a, b) < 0.005, (phase, a, b)
 
@@ -524,12 +524,12 @@ def test_a_case_that_fails_or_skips_in_the_child_fails_or_skips_its_benchmark(tm
                                                                               monkeypatch):
     module = _load(tmp_path, monkeypatch, "counts_failing", FAILING)
     with pytest.raises(counts.CountError, match="planted failure in setup"):
-        module.Broken().track_run_instructions("float32")
+        module.Broken().track_run_cpu_instructions("float32")
     with pytest.raises(SkipNotImplemented, match="planted: not on this release"):
-        module.NotHere().track_run_instructions("float32")
+        module.NotHere().track_run_cpu_instructions("float32")
     with pytest.raises(SkipNotImplemented, match="planted: this phase has no meaning"):
-        module.PhaseSkips().track_run_instructions("float32")
-    assert module.Sleeps().track_run_instructions("float32") > 0  # counted, not broken
+        module.PhaseSkips().track_run_cpu_instructions("float32")
+    assert module.Sleeps().track_run_cpu_instructions("float32") > 0  # counted, not broken
 
 
 @pytest.mark.slow
@@ -538,7 +538,7 @@ def test_a_crashed_child_fails_every_count_of_its_module_with_its_output(tmp_pat
                                                                         monkeypatch):
     module = _load(tmp_path, monkeypatch, "counts_crashing", CRASHING)
     with pytest.raises(counts.CountError) as err:
-        module.Crashes().track_run_instructions("float32")
+        module.Crashes().track_run_cpu_instructions("float32")
     assert "exited with status 3" in str(err.value)
     assert "planted crash in the child" in str(err.value)
 
@@ -548,7 +548,7 @@ def test_a_crashed_child_fails_every_count_of_its_module_with_its_output(tmp_pat
 
     monkeypatch.setattr(counts, "run_child", no_second_child)
     with pytest.raises(counts.CountError, match="planted crash in the child"):
-        module.Crashes().track_run_instructions("float32")
+        module.Crashes().track_run_cpu_instructions("float32")
 
 
 @pytest.mark.slow
@@ -580,7 +580,7 @@ SUITE = '''
     # _Tiny
 
 
-    class _Logged(counts.Counts, phases.DispatchPhases, _Tiny):
+    class _Logged(counts.Counts, phases.DispatchPhase, phases.LatencyPhase, _Tiny):
         def setup(self, *params):
             with open(os.environ["COUNTS_TEST_LOG"], "a") as f:
                 f.write(json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "params": params,
@@ -622,9 +622,9 @@ def test_asv_runs_one_child_per_module_in_the_setup_cache_folder(tmp_path):
                   env={"JAXBENCH_PROFILE": "quick", "COUNTS_TEST_LOG": str(log)})
     assert rc == 0, out
     assert "failed" not in out.lower(), out
-    names = ["First.track_dispatch_instructions_per_call",
-             "First.track_latency_instructions_per_call",
-             "Second.track_latency_instructions_per_call"]
+    names = ["First.track_dispatch_cpu_instructions_per_call",
+             "First.track_latency_cpu_instructions_per_call",
+             "Second.track_latency_cpu_instructions_per_call"]
     for name in names:  # asv shortens the names on the left, and shows each value
         assert re.search(rf"{re.escape(name)}\s+ok\n.*\n.*\n.*\n\s+float32\s+[\d.]+\s", out), out
 

@@ -122,16 +122,14 @@ def test_an_edited_program_must_bump_its_version(suite_copy):
 def test_a_bumped_version_needs_the_file_regenerated(suite_copy):
     root = suite_copy()
     _plant(root, "benchmarks/bench_matmul.py", "return jnp.dot(x, x)", "return jnp.dot(x, x.T)")
-    _plant(root, "benchmarks/bench_matmul.py", '''    params = [["float32", "float64"]]
-    param_names = ["dtype"]
+    _plant(root, "benchmarks/bench_matmul.py", '''    count_params = [("float32",)]
 
     def x64(self, dtype):
         return dtype == "float64"
 
     @staticmethod
     def program(x):
-        return jnp.dot(x, x.T)''', '''    params = [["float32", "float64"]]
-    param_names = ["dtype"]
+        return jnp.dot(x, x.T)''', '''    count_params = [("float32",)]
     version = "2"
 
     def x64(self, dtype):
@@ -144,9 +142,13 @@ def test_a_bumped_version_needs_the_file_regenerated(suite_copy):
     assert found["stale"] and all(fingerprints.COMMAND in m for m in found["stale"])
     assert any("bench_matmul.SquareMatmul.time_run is recorded as" in m for m in found["stale"])
     # these phases set their own version: the class's bump does not reach them
+    # (and their instruction counts, whose version follows the phase's)
     assert _bumps(found) == ["bench_matmul.SquareMatmul.time_latency_100_calls",
                              "bench_matmul.SquareMatmul.time_to_device",
-                             "bench_matmul.SquareMatmul.time_to_host"]
+                             "bench_matmul.SquareMatmul.time_to_host",
+                             "bench_matmul.SquareMatmul.track_latency_cpu_instructions_per_call",
+                             "bench_matmul.SquareMatmul.track_to_device_cpu_instructions",
+                             "bench_matmul.SquareMatmul.track_to_host_cpu_instructions"]
     assert ("its version is the method's own (jaxbench_helpers.runtime.phases.LatencyPhase"
             ".time_latency_100_calls.version)") in found["bump"][0]
     assert ("its version is the method's own (jaxbench_helpers.runtime.phases.TransferPhases"
@@ -158,7 +160,8 @@ def test_a_bumped_version_needs_the_file_regenerated(suite_copy):
     proc = _run(root, "-m", "benchmarks.fingerprints", "--same-meaning",
                 "bench_matmul.SquareMatmul.time_latency_100_calls", "--same-meaning",
                 "bench_matmul.SquareMatmul.time_to_device", "--same-meaning",
-                "bench_matmul.SquareMatmul.time_to_host")
+                "bench_matmul.SquareMatmul.time_to_host", "--same-meaning",
+                "bench_matmul.SquareMatmul.track_*_cpu_instructions*")
     assert proc.returncode == 0, proc.stderr
     assert _check(root) == {"bump": [], "stale": []}
 
@@ -196,12 +199,14 @@ def test_a_planted_edit_asks_for_exactly_its_benchmarks(suite_copy, path, old, n
     assert found["stale"] == []
     recorded = sorted(fingerprints.load()["benchmarks"])
     if expected == "time_trace":
-        assert names == [n for n in recorded if n.endswith(".time_trace")]
+        assert names == [n for n in recorded
+                         if n.endswith((".time_trace", ".track_trace_cpu_instructions"))]
     elif expected == "matrix_side":
         assert sorted({n.rsplit(".", 1)[0] for n in names}) == [
             "bench_matmul.CenteredGram", "bench_matmul.SquareMatmul"]
     elif expected == "dispatch":
-        assert names == [n for n in recorded if n.endswith("_100_calls")]
+        assert names == [n for n in recorded
+                         if n.endswith(("_100_calls", "_cpu_instructions_per_call"))]
     else:
         assert names == expected
 

@@ -2,14 +2,14 @@
 
 A wall-clock figure on a shared 2-core VM moves with the neighbours; the number of instructions
 a phase executes does not. ``Counts`` gives a workload class one ``track_*`` benchmark (unit
-"instructions") per CPU-side ``time_*`` phase it has, named after it:
+"CPU instructions") per CPU-side ``time_*`` phase it has, named after it:
 
-==============================  =============================================================
-``time_run``                    ``track_run_instructions``
-``time_dispatch_100_calls``     ``track_dispatch_instructions_per_call`` (the count / 100)
-``time_latency_100_calls``      ``track_latency_instructions_per_call`` (the count / 100)
-``time_trace`` (lower, ...)     ``track_trace_instructions`` (lower, compile, to_device, ...)
-==============================  =============================================================
+==============================  ==================================================================
+``time_run``                    ``track_run_cpu_instructions``
+``time_dispatch_100_calls``     ``track_dispatch_cpu_instructions_per_call`` (the count / 100)
+``time_latency_100_calls``      ``track_latency_cpu_instructions_per_call`` (the count / 100)
+``time_trace`` (lower, ...)     ``track_trace_cpu_instructions`` (lower, compile, to_device, ...)
+==============================  ==================================================================
 
 How a count is made. asv runs each benchmark in a process of its own, not under Valgrind. The
 first count benchmark of a module that runs starts ONE child process under
@@ -30,6 +30,12 @@ collector off inside the region (asv's timer turns it off too). A count is the m
 samples (three, or one where the first counts more than ONE_SAMPLE_ABOVE) less the count of an
 empty region (the region's own cost: the return from the start request and the call into the
 stop request).
+
+What a count costs: callgrind runs the counted code some 50 times slower, so the child
+counts every workload at the ``quick`` profile's sizes (COUNT_PROFILE), whatever the profile
+of the run: the same programs and code paths as the timed phase, with smaller arrays (a
+1000x1000 matmul's run is some 10 G instructions, minutes under callgrind; at 128x128 it is
+under one). Trace, lower and compile do not depend on the sizes beyond the shapes they name.
 
 What keeps a count still between processes: the child runs on one CPU, so XLA sizes its
 thread pools to one thread; string hashing is seeded (PYTHONHASHSEED=0), so tracing walks dicts
@@ -66,7 +72,8 @@ import traceback
 
 from . import platform, profiles, workload
 
-UNIT = "instructions"
+# analysis.results.COUNT_UNIT names the same unit (the report and ab judge counts by it)
+UNIT = "CPU instructions"
 # the phases a Counts class counts unless it says otherwise; time_numpy is not JAX's work
 DEFAULT_PHASES = ("time_run", "time_dispatch_100_calls", "time_latency_100_calls",
                   "time_trace", "time_lower", "time_compile", "time_to_device", "time_to_host")
@@ -85,6 +92,9 @@ CHILD_TIMEOUT = 1500
 BENCHMARK_TIMEOUT = CHILD_TIMEOUT + 120
 # bump when what the child counts, or how, changes: results of another version are recounted
 MECHANISM_VERSION = "1"
+
+# the sizes every count is made at (see the module's docstring)
+COUNT_PROFILE = "quick"
 
 RESULTS_FILE = "jaxbench-counts-{module}.json"
 _CHILD_ENV = "JAXBENCH_COUNTS_CHILD"
@@ -124,10 +134,10 @@ def track_name(time_name):
     if not time_name.startswith("time_"):
         raise ValueError(f"{time_name!r} is not a time_* phase")
     stem = time_name[len("time_"):]
-    suffix = f"_{workload.DISPATCH_CALLS}_calls"
-    if stem.endswith(suffix):
-        return f"track_{stem[:-len(suffix)]}_instructions_per_call", workload.DISPATCH_CALLS
-    return f"track_{stem}_instructions", 1
+    calls = re.search(r"_(\d+)_calls$", stem)
+    if calls:
+        return (f"track_{stem[:calls.start()]}_cpu_instructions_per_call", int(calls.group(1)))
+    return f"track_{stem}_cpu_instructions", 1
 
 
 def counted_phases(cls):
@@ -147,7 +157,7 @@ def case_key(cls, params, time_name):
 # ---- the mixin --------------------------------------------------------------------------------
 
 class Counts:
-    """Mixin: a ``track_*_instructions`` benchmark for every CPU-side ``time_*`` phase.
+    """Mixin: a ``track_*_cpu_instructions`` benchmark for every CPU-side ``time_*`` phase.
 
     Put it first in a workload class's bases. Class attributes that tune it:
     ``count_phases`` (the ``time_*`` names to count; default every one of DEFAULT_PHASES the
@@ -178,9 +188,10 @@ def _track_method(cls, time_name, name, calls):
         return _count(self, time_name, params)
 
     track.__name__ = track.__qualname__ = name
-    track.__doc__ = (f"Instructions that {time_name} executes (callgrind, one region per "
-                     f"sample, median{per_call}).")
+    track.__doc__ = (f"Instructions that {time_name} executes at the {COUNT_PROFILE} "
+                     f"profile's sizes (callgrind, one region per sample, median{per_call}).")
     track.unit = UNIT
+    track.counted_phase = time_name  # benchmarks/fingerprints.py: the work it counts
     track.timeout = BENCHMARK_TIMEOUT
     # the count follows what the phase times: a new version of the phase is a new count
     phase_version = (getattr(getattr(cls, time_name), "version", None)
@@ -349,10 +360,11 @@ def _write_json(path, data):
 
 def child_environment(module_name=None):
     """The child's environment: the parent's, with what keeps counts still between processes
-    (one CPU, so XLA sizes its pools to one thread; seeded string hashing), and a path on
-    which ``module_name`` imports."""
+    (one CPU, so XLA sizes its pools to one thread; seeded string hashing), the sizes counts
+    are made at, and a path on which ``module_name`` imports."""
     env = dict(os.environ)
     env["JAXBENCH_CPU_THREADS"] = "1"
+    env[profiles.PROFILE_ENV] = COUNT_PROFILE
     env["PYTHONHASHSEED"] = "0"
     env["PYTHONPATH"] = os.pathsep.join([*_package_root(module_name), *filter(None, sys.path)])
     env[_CHILD_ENV] = "1"
@@ -629,7 +641,6 @@ def count_case(cls, params, counter):
         teardown = getattr(instance, "teardown", None)
         if teardown is not None:
             teardown(*params)
-        workload.forget_prepared()
     return entries
 
 

@@ -6,6 +6,12 @@ wrapped function returns, it spins (busy, like real work) for ``fraction`` times
 own duration. A proportional plant costs every benchmark of the phase the same share, from a
 1 µs dispatch to a 1 s compile, which is what "a slowdown of 10% of the phase" means.
 
+A plant for the instruction counts (``work=N``) adds work instead of time: a spin that waits
+for the clock executes few instructions in a process that callgrind slows 50 times. Each
+outermost call of the wrapped function then scans N zero bytes (``bytes.count``), a fixed
+WORK_INSTRUCTIONS_PER_BYTE instructions a byte, so the sensitivity self-test sizes N from the
+count of the phase it plants into.
+
 The plants follow jax 0.10.x's source; a release whose source lacks an anchor is a clear error
 (nothing is half-patched).
 """
@@ -18,6 +24,10 @@ PHASES = ("dispatch", "trace", "lower", "compile", "run", "transfer", "startup")
 CONTROL = "control"
 MODULE_PATH = os.path.join("jax", "_src", "jaxbench_plant.py")
 _IMPORT = "from jax._src import jaxbench_plant as _jaxbench_plant\n"
+# instructions of ``bytes(n).count(1)`` per byte: 5.0 under callgrind, CPython 3.12.1 x86-64
+# (100 scans of 1 MB against 100 of 1 kB in two processes); the self-test reports the counts it
+# measured, so a machine where this differs sees the real share of its plants
+WORK_INSTRUCTIONS_PER_BYTE = 5.0
 
 
 class PlantError(ValueError):
@@ -98,6 +108,10 @@ import functools
 import time
 
 FRACTION = {fraction!r}
+# None: every outermost call spins FRACTION x its duration; a number: it scans WORK zero bytes
+# (work for the instruction counts, which a spin on the clock does not reach)
+WORK = {work!r}
+_ZEROS = bytes(WORK or 0)
 CALLS = 0  # slowed calls so far: tests check that a plant fires in its phase only
 _busy = False  # inside an outermost planted call (the benchmarks call JAX from one thread)
 _clock = time.perf_counter
@@ -106,6 +120,9 @@ _clock = time.perf_counter
 def _spin(seconds):
     global CALLS
     CALLS += 1
+    if WORK is not None:
+        _ZEROS.count(1)
+        return
     end = _clock() + seconds
     while _clock() < end:
         pass
@@ -178,7 +195,7 @@ def dispatching(jitted):
             return jitted(*args, **kwargs)
         finally:
             _busy = False
-            if FRACTION:
+            if FRACTION or WORK:
                 _spin(FRACTION * (_clock() - start))
 
     planted.__dict__.update(getattr(jitted, "__dict__", {{}}))
@@ -198,11 +215,14 @@ def describe(phase):
     return PLANTS[phase][1]
 
 
-def apply(checkout, phase, fraction):
-    """Patch the JAX source at ``checkout`` so that ``phase`` takes ``fraction`` longer.
-    Checks every anchor before writing anything."""
+def apply(checkout, phase, fraction, work=None):
+    """Patch the JAX source at ``checkout`` so that ``phase`` takes ``fraction`` longer (or,
+    with ``work``, executes that many zero bytes' scan more per call). Checks every anchor
+    before writing anything."""
     if phase not in PLANTS:
         raise PlantError(f"unknown phase {phase!r}; use one of {', '.join(PLANTS)}")
+    if work is not None and not (isinstance(work, int) and work >= 0):
+        raise PlantError(f"planted work is a number of bytes >= 0, not {work!r}")
     if not fraction >= 0:
         raise PlantError(f"a planted slowdown is a fraction >= 0 (0: the plant's own cost "
                          f"only), not {fraction!r}")
@@ -226,5 +246,5 @@ def apply(checkout, phase, fraction):
             f.write(text)
     with open(os.path.join(checkout, MODULE_PATH), "w") as f:
         f.write(PLANT_MODULE.format(phase=phase, percent=f"{fraction:.0%}", what=what,
-                                    fraction=fraction))
+                                    fraction=fraction, work=work))
     return sorted({e.path for e in edits} | {MODULE_PATH.replace(os.sep, "/")})

@@ -28,6 +28,7 @@ otherwise, 2 on bad input, 4 on a busy machine.
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -83,10 +84,23 @@ class SensitivityError(ValueError):
     pass
 
 
+# an instruction count (runtime/counts.py) and the time_* phase whose work it counts
+COUNT_NAME = re.compile(r"^track_(\w+?)_cpu_instructions(_per_call)?$")
+
+
+def counted_phase(method):
+    """The ``time_*`` phase an instruction count counts, or None for any other name."""
+    match = COUNT_NAME.match(method)
+    if match is None:
+        return None
+    return f"time_{match.group(1)}" + ("_100_calls" if match.group(2) else "")
+
+
 def covers(benchmark):
-    """The phases a benchmark's timing includes; None for facts (track_) and memory, which a
-    planted spin cannot move, or a timing not classified here."""
-    return COVERS.get(benchmark.rsplit(".", 1)[-1])
+    """The phases a benchmark's timing (or instruction count) includes; None for facts
+    (track_) and memory, which a planted spin cannot move, or a timing not classified here."""
+    method = benchmark.rsplit(".", 1)[-1]
+    return COVERS.get(counted_phase(method) or method)
 
 
 @dataclass(frozen=True)
@@ -120,8 +134,10 @@ class Trial:
         return statistics.median(ratios) if ratios else None
 
 
-def judge(phase, base, planted, factor, use_stats=True):
-    """Sort the benchmarks of one trial. ``base``/``planted``: {SeriesKey: Measurement}."""
+def judge(phase, base, planted, factor, use_stats=True, thresholds=None):
+    """Sort the benchmarks of one trial. ``base``/``planted``: {SeriesKey: Measurement}. An
+    instruction count is judged by its own factor (``results.count_factor`` of
+    ``thresholds``, the config's regressions_thresholds), without asv's statistics."""
     from asv.commands.compare import _is_result_better
 
     trial = Trial(phase, 0.0, "")
@@ -135,10 +151,13 @@ def judge(phase, base, planted, factor, use_stats=True):
             if (a.value is None) != (b.value is None):  # failed at one commit only
                 trial.failed.append(name)
             continue
-        ss_a = (a.stats, a.samples) if use_stats else (None, None)
-        ss_b = (b.stats, b.samples) if use_stats else (None, None)
-        slower = _is_result_better(a.value, b.value, ss_a, ss_b, factor)
-        faster = _is_result_better(b.value, a.value, ss_b, ss_a, factor)
+        counted = counted_phase(key.phase) is not None
+        limit = results.count_factor(name, thresholds) if counted else factor
+        stats = use_stats and not counted
+        ss_a = (a.stats, a.samples) if stats else (None, None)
+        ss_b = (b.stats, b.samples) if stats else (None, None)
+        slower = _is_result_better(a.value, b.value, ss_a, ss_b, limit)
+        faster = _is_result_better(b.value, a.value, ss_b, ss_a, limit)
         change = Change(name, b.value / a.value if a.value else float("inf"), phases)
         if phase in phases:
             (trial.detected if slower else trial.missed).append(change)
@@ -181,14 +200,21 @@ def build_repo(work_dir, release):
     return repo, commits[-1][1]
 
 
-def plant_commit(repo, release_hash, phase, fraction):
-    """A commit on top of the release with the plant; returns its hash."""
-    branch = f"plant-{phase}-{round(fraction * 1000):04d}"
+def plant_commit(repo, release_hash, phase, fraction, work=None):
+    """A commit on top of the release with the plant (``work``: bytes scanned per call, for
+    the instruction counts, instead of a spin); returns its hash."""
+    branch = f"plant-{phase}-{round(fraction * 1000):04d}" + (
+        "" if work is None else f"-work-{work}")
     history._git(repo, "checkout", "-q", "-B", branch, release_hash)
-    paths = plants.apply(repo, phase, fraction)
+    paths = plants.apply(repo, phase, fraction, work=work)
     history._git(repo, "add", "--", *paths)
-    message = (f"plant: {phase} takes {fraction:.0%} longer ({plants.describe(phase)})"
-               if phase != plants.CONTROL else "plant: control (a comment; nothing slowed)")
+    if phase == plants.CONTROL:
+        message = "plant: control (a comment; nothing slowed)"
+    elif work is not None:
+        message = (f"plant: {phase} executes a scan of {work} bytes more per call, "
+                   f"{fraction:.1%} of its count ({plants.describe(phase)})")
+    else:
+        message = f"plant: {phase} takes {fraction:.0%} longer ({plants.describe(phase)})"
     history._git(repo, "commit", "-q", "-m", message, env=PLANT_AUTHOR)
     commit = history._git(repo, "rev-parse", "HEAD")
     history._git(repo, "checkout", "-q", "main")
