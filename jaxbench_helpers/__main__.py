@@ -42,6 +42,12 @@ COMMANDS = {
 }
 
 
+def _has_asv():
+    import importlib.util
+
+    return importlib.util.find_spec("asv") is not None
+
+
 def _run_tests(argv):
     import subprocess
 
@@ -61,6 +67,11 @@ def main(argv):
 
         if not bootstrap.inside():
             bootstrap.reexec_inside(argv)
+    elif command != "install" and not _has_asv():
+        # the other commands drive or read asv, which lives in .venv
+        from .host import bootstrap
+
+        bootstrap.reexec_inside(argv, keep_cwd=True)
     if command == "test":
         return _run_tests(rest)
     module = importlib.import_module(f"jaxbench_helpers.{COMMANDS[command]}")

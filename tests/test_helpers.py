@@ -170,6 +170,23 @@ def test_unknown_command_lists_the_commands():
     assert proc.returncode == 2 and "main" in proc.stdout and "history" in proc.stdout
 
 
+def test_a_command_run_by_an_interpreter_without_asv_runs_in_venv(tmp_path):
+    """The README runs the commands with the machine's python3, which has no asv: they move
+    into .venv, keeping the folder they were started from (relative paths hold)."""
+    import subprocess
+    import sys
+
+    base = sys._base_executable
+    probe = subprocess.run([base, "-c", "import asv"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip(f"{base} has asv itself")
+    proc = subprocess.run([base, "-m", "jaxbench_helpers", "ab", "--help"], cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=paths.ROOT), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: python -m jaxbench_helpers ab" in proc.stdout
+
+
 def _release_checkout(tmp_path, version="0.10.2", minimum="0.10.1"):
     return _fake_checkout(
         tmp_path, f"_version = '{version}'\n_release_version = '{version}'\n"

@@ -10,6 +10,8 @@ plant and nothing else.
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -164,6 +166,39 @@ def test_a_planted_history_hides_the_plant_among_neutral_commits(release_source,
     assert head.stdout.strip() == release
 
 
+@pytest.mark.parametrize("phase", sorted(sensitivity.COUNT_REFERENCE))
+def test_each_work_plant_fires_in_its_phase_only(release_source, tmp_path, phase):
+    checkout = _copy_of(release_source[0], tmp_path / "jax")
+    plants.apply(checkout, phase, 0.02, work=1000)
+    text = open(os.path.join(checkout, plants.MODULE_PATH)).read()
+    assert "WORK = 1000" in text
+    found = _run_steps(checkout)
+    fired = {name for name, count in found["counts"].items() if count}
+    assert fired == EXPECTED[phase], found["counts"]
+
+
+def test_planted_work_is_not_a_number_of_bytes_is_refused(tmp_path):
+    with pytest.raises(plants.PlantError, match="number of bytes"):
+        plants.apply(str(tmp_path), "trace", 0.02, work=-1)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_planted_work_costs_the_instructions_per_byte_it_is_sized_by(tmp_path):
+    """The count plants size their scan by WORK_INSTRUCTIONS_PER_BYTE: callgrind agrees
+    within 10% (two scans' difference, so the interpreter's own start cancels)."""
+    totals = []
+    for size in (1_000, 1_000_000):
+        out = tmp_path / f"callgrind.{size}"
+        proc = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+             "-c", f"zeros = bytes({size})\nfor _ in range(20):\n    zeros.count(1)\n"],
+            capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        totals.append(int(re.search(r"Collected : (\d+)", proc.stderr).group(1)))
+    per_byte = (totals[1] - totals[0]) / (20 * (1_000_000 - 1_000))
+    assert per_byte == pytest.approx(plants.WORK_INSTRUCTIONS_PER_BYTE, rel=0.1)
+
+
 # ---------------------------------------------------------------- judgement
 
 
@@ -205,6 +240,32 @@ def test_judge_sorts_detected_missed_and_unrelated_with_asvs_comparison():
     control = sensitivity.judge(plants.CONTROL, base, planted, factor=1.05)
     assert not control.detected and not control.missed
     assert len(control.unrelated) == 2 and len(control.quiet) == 2
+
+
+def test_instruction_counts_are_judged_by_their_own_threshold_and_cover_their_phase():
+    assert sensitivity.counted_phase("track_trace_cpu_instructions") == "time_trace"
+    assert sensitivity.counted_phase("track_dispatch_cpu_instructions_per_call") == (
+        "time_dispatch_100_calls")
+    assert sensitivity.counted_phase("track_hlo_instructions") is None
+    assert sensitivity.covers("m.C.track_run_cpu_instructions") == sensitivity.COVERS["time_run"]
+    base = {_key("m.C.track_trace_cpu_instructions"): _m(1_000_000),
+            _key("m.C.track_lower_cpu_instructions"): _m(1_000_000),
+            _key("m.C.track_hlo_instructions"): _m(100)}
+    planted = {_key("m.C.track_trace_cpu_instructions"): _m(1_015_000),
+               _key("m.C.track_lower_cpu_instructions"): _m(1_004_000),
+               _key("m.C.track_hlo_instructions"): _m(200)}
+    # 1.5% more: beyond the 1% of a count without a threshold, though far inside factor 1.05
+    trial = sensitivity.judge("trace", base, planted, factor=1.05)
+    assert [c.name for c in trial.detected] == ["m.C.track_trace_cpu_instructions('float32')"]
+    assert [c.name for c in trial.quiet] == ["m.C.track_lower_cpu_instructions('float32')"]
+    # a calibrated threshold of 2% for trace counts: the same 1.5% is not flagged
+    trial = sensitivity.judge("trace", base, planted, factor=1.05,
+                              thresholds={"track_trace_cpu_instructions": 0.02})
+    assert trial.detected == [] and len(trial.missed) == 1
+    # and a lower count moving 0.4% under a 0.3% threshold is an unrelated flag
+    trial = sensitivity.judge("trace", base, planted, factor=1.05,
+                              thresholds={"track_lower_cpu_instructions": 0.003})
+    assert [c.name for c in trial.unrelated] == ["m.C.track_lower_cpu_instructions('float32')"]
 
 
 def test_every_timing_method_of_the_suite_is_classified():

@@ -87,10 +87,15 @@ def ensure_benchmark_pythons():
         sys.exit(f"jaxbench: {err}")
 
 
-def reexec_inside(argv):
-    """Run ``python -m jaxbench_helpers ARGV`` in .venv, replacing this process."""
+def reexec_inside(argv, keep_cwd=False):
+    """Run ``python -m jaxbench_helpers ARGV`` in .venv, replacing this process (from the
+    project's folder, or with ``keep_cwd`` from this one, so relative paths in ARGV hold)."""
     if argv[:1] == ["test"]:
         ensure_benchmark_pythons()
     python = ensure(browser=argv[:1] == ["test"])
-    os.chdir(ROOT)
-    os.execv(python, [python, "-m", "jaxbench_helpers", *argv])
+    env = dict(os.environ)
+    if keep_cwd:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+    else:
+        os.chdir(ROOT)
+    os.execve(python, [python, "-m", "jaxbench_helpers", *argv], env)

@@ -121,6 +121,8 @@ class Trial:
     quiet: list = field(default_factory=list)  # [Change] of other phases, not flagged
     failed: list = field(default_factory=list)  # names without a value at one commit
     seconds: float = 0.0
+    reference: tuple = None  # counts: the reference count without and with the plant
+    base: str = ""  # counts: what the planted commit was compared with
 
     @property
     def clean(self):
@@ -293,6 +295,134 @@ def sweep(*, release, phases, fractions, factor, bench, profile, machine, work_d
             if not trial.detected and not keep_going and phase != plants.CONTROL:
                 break
     return trials
+
+
+# ---------------------------------------------------------------- instruction counts
+
+# the count each phase's plant is sized from: the planted work is a fraction of it
+COUNT_REFERENCE = {
+    "dispatch": "bench_dispatch.JitTrivial.track_dispatch_cpu_instructions_per_call",
+    "trace": "bench_models.MLPTrainStep.track_trace_cpu_instructions",
+    "lower": "bench_models.MLPTrainStep.track_lower_cpu_instructions",
+    "compile": "bench_matmul.SquareMatmul.track_compile_cpu_instructions",
+    "run": "bench_matmul.SquareMatmul.track_run_cpu_instructions",
+}
+# the planted fraction of the reference count each phase must be flagged at (issue targets:
+# 2% of the CPU-side work of dispatch, trace, lower and compile; 5% of a CPU run phase)
+COUNT_TARGETS = {"dispatch": 0.02, "trace": 0.02, "lower": 0.02, "compile": 0.02, "run": 0.05}
+COUNT_BENCH = [r"cpu_instructions"]
+# plants whose wrapper costs a visible share of a count (a dispatch's closure is ~2% of a
+# jitted call's instructions; block_until_ready's, ~0.3% of a small run) are compared with the
+# same wrapper scanning nothing; the others with the release, counted once for all of them
+COUNT_ZERO_BASE = frozenset({"dispatch", "run"})
+
+
+def run_counts(repo, commit, *, folder, machine, profile):
+    """The instruction counts of one commit: {SeriesKey: Measurement}."""
+    conf = asvconf.derive(repo, results_dir=os.path.join(folder, "results"),
+                          html_dir=os.path.join(folder, "html"), profile=profile)
+    os.makedirs(folder, exist_ok=True)
+    conf_path = asvconfig.write(conf, os.path.join(folder, "asv.conf.json"))
+    calibrate.run_asv(conf_path, commit, machine=machine, bench=COUNT_BENCH,
+                      same_python=False, env=dict(os.environ))
+    found = results.load_measurements(conf["results_dir"], machine, [commit])
+    if commit not in found:
+        raise SensitivityError(f"asv recorded no counts for {commit[:8]} in "
+                               f"{conf['results_dir']}: check asv's output above")
+    return found[commit]
+
+
+def reference_count(counted, phase):
+    """The reference count of ``phase`` in one commit's counts (its float32 case)."""
+    name = COUNT_REFERENCE[phase]
+    values = [m.value for k, m in counted.items()
+              if k.benchmark == name and "float32" in k.params and not results.missing(m.value)]
+    if not values:
+        raise SensitivityError(f"no count of {name} at float32: the {phase} plant cannot be "
+                               "sized (is valgrind installed? see the asv output above)")
+    return values[0]
+
+
+def count_sweep(*, release, phases, fractions, profile, machine, work_dir, thresholds=None,
+                keep_going=False, log=print, on_trial=None):
+    """[Trial] per phase and fraction (largest first): a plant that scans ``fraction`` of the
+    phase's reference count in bytes' worth of work per call, judged on the counts alone
+    against the release, or (COUNT_ZERO_BASE) against the same plant scanning nothing."""
+    repo, release_hash = build_repo(work_dir, release)
+    trials = []
+    bases = {}
+    for phase in phases:
+        start = time.monotonic()
+        if phase in COUNT_ZERO_BASE:
+            commit = plant_commit(repo, release_hash, phase, 0.0, work=0)
+            log(f"jaxbench sensitivity: counts of the {phase} plant scanning nothing "
+                f"({commit[:8]})")
+        else:
+            commit = release_hash
+        if commit not in bases:
+            bases[commit] = run_counts(repo, commit, machine=machine, profile=profile,
+                                       folder=os.path.join(work_dir, f"counts-{commit[:8]}"))
+        base = bases[commit]
+        reference = reference_count(base, phase)
+        base_seconds = time.monotonic() - start
+        for fraction in sorted(fractions or [COUNT_TARGETS[phase]], reverse=True):
+            start = time.monotonic()
+            work = max(1, round(fraction * reference / plants.WORK_INSTRUCTIONS_PER_BYTE))
+            commit = plant_commit(repo, release_hash, phase, fraction, work=work)
+            log(f"jaxbench sensitivity: {phase} + {work} bytes scanned per call, {fraction:.1%}"
+                f" of {COUNT_REFERENCE[phase]} ({reference:.0f}) ({commit[:8]})")
+            planted = run_counts(
+                repo, commit, folder=os.path.join(work_dir, f"counts-{phase}-{work}"),
+                machine=machine, profile=profile)
+            trial = judge(phase, base, planted, DEFAULT_FACTOR, use_stats=False,
+                          thresholds=thresholds)
+            trial.fraction, trial.commit = fraction, commit
+            trial.reference = (reference, reference_count(planted, phase))
+            trial.base = "the plant scanning nothing" if phase in COUNT_ZERO_BASE else "release"
+            trial.seconds = time.monotonic() - start + base_seconds
+            base_seconds = 0.0
+            trials.append(trial)
+            if on_trial:
+                on_trial(trials)
+            log(f"jaxbench sensitivity: {phase} {fraction:.1%}: {len(trial.detected)} detected, "
+                f"{len(trial.missed)} missed, {len(trial.unrelated)} unrelated flagged")
+            if not trial.detected and not keep_going:
+                break
+    return trials
+
+
+def count_markdown(trials, *, release, phases, profile, machine, thresholds, load=None):
+    lines = [f"# Sensitivity of the instruction counts: work planted into jax {release}", "",
+             f"Machine `{machine}`, profile `{profile}`, the counts alone (`-b "
+             f"{COUNT_BENCH[0]}`), each judged by its calibrated threshold (`regressions_"
+             f"thresholds`; {results.COUNT_FACTOR - 1:.0%} without one)."
+             + (f" The machine while it ran: {load.summary()}." if load else ""), "",
+             "A count plant wraps the function where the phase happens (the same places as the "
+             "timing plants) and makes each outermost call scan zero bytes: "
+             f"{plants.WORK_INSTRUCTIONS_PER_BYTE:g} instructions a byte, sized to the planted "
+             "fraction of the phase's reference count. Dispatch and run plants are compared with "
+             "the same plant scanning nothing (their wrapper's own instructions are a visible "
+             "share of a small count and cancel so), the others with the release. Detected: a "
+             "count of the phase grew beyond its threshold. Unrelated: a count of another phase "
+             "moved.",
+             "", "| phase | reference count | target | smallest detected cleanly |",
+             "| --- | --- | --- | --- |"]
+    for phase in phases:
+        best = smallest_clean(trials, phase)
+        lines.append(f"| {phase} | `{COUNT_REFERENCE[phase]}` | {COUNT_TARGETS[phase]:.0%} | "
+                     + ("**not detected**" if best is None else f"{best:.1%}") + " |")
+    lines += ["", "## Trials", "",
+              "| phase | planted | compared with | reference count: base → planted | "
+              "detected by | missed | unrelated flagged | minutes |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for t in trials:
+        before, after = t.reference
+        lines.append(f"| {t.phase} | {t.fraction:.1%} (`{t.commit[:8]}`) | {t.base} | "
+                     f"{before:,.0f} → "
+                     f"{after:,.0f} (+{after / before - 1:.2%}) | {len(t.detected)}: "
+                     f"{_changes(t.detected)} | {len(t.missed)}: {_changes(t.missed, 3)} | "
+                     f"{len(t.unrelated)}: {_changes(t.unrelated)} | {t.seconds / 60:.1f} |")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- bisect self-test
@@ -522,6 +652,10 @@ def parse(argv):
                         "whether it named the planted commit (the smallest --fractions)")
     parser.add_argument("--commits", type=int, default=33,
                         help="commits after the release in a --bisect history (default 33)")
+    parser.add_argument("--counts", action="store_true",
+                        help="instead, plant work into dispatch, trace, lower, compile and run "
+                        "(or --phase) and judge the instruction counts alone; --fractions are "
+                        "of each phase's reference count (default: 2%%, 5%% for run)")
     parser.add_argument("--keep-going", action="store_true",
                         help="try every fraction even after a phase missed a larger one")
     parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
@@ -538,10 +672,58 @@ def parse(argv):
     return args
 
 
+def _main_counts(args):
+    from asv.util import UserError
+
+    unknown = [p for p in args.phase or () if p not in COUNT_REFERENCE]
+    if unknown:
+        print(f"jaxbench sensitivity: --counts plants into {', '.join(COUNT_REFERENCE)}, not "
+              f"{', '.join(unknown)}", file=sys.stderr)
+        return 2
+    phases = args.phase or list(COUNT_REFERENCE)
+    # the fractions asked for, else each phase's target
+    fractions = args.fractions if args.fractions != list(DEFAULT_FRACTIONS) else None
+    machine = machine_name(args.machine)
+    work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-sense-"))
+    thresholds = asvconfig.load_committed().get("regressions_thresholds", {})
+
+    def write(trials, load=None):
+        md.write(count_markdown(trials, release=args.release, phases=phases,
+                                profile=args.profile, machine=machine, thresholds=thresholds,
+                                load=load), args.output)
+
+    def say(text):
+        print(text, file=sys.stderr, flush=True)
+
+    try:
+        ensure_described(machine)
+        with quiet.timing_session("sensitivity", allow_busy=args.allow_busy, say=say,
+                                  record_path=os.path.join(work_dir, quiet.RECORD_NAME)) as monitor:
+            trials = count_sweep(release=args.release, phases=phases, fractions=fractions,
+                                 profile=args.profile, machine=machine, work_dir=work_dir,
+                                 thresholds=thresholds, keep_going=args.keep_going, log=say,
+                                 on_trial=write if args.output else None)
+    except (SensitivityError, plants.PlantError, history.HistoryError, asvconfig.ConfigError,
+            calibrate.CalibrationError, UserError) as err:
+        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
+        return 2
+    except quiet.BusyMachine as err:
+        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
+        return 4
+    write(trials, monitor.record if monitor else None)
+    print(f"jaxbench sensitivity: scratch results in {work_dir}", file=sys.stderr)
+    wanted = {p: min(fractions) if fractions else COUNT_TARGETS[p] for p in phases}
+    clean = all(smallest_clean(trials, p) is not None and smallest_clean(trials, p) <= wanted[p]
+                for p in phases)
+    return 0 if clean else 1
+
+
 def main(argv=None):
     from asv.util import UserError
 
     args = parse(sys.argv[1:] if argv is None else list(argv))
+    if args.counts:
+        return _main_counts(args)
     phases = args.phase or [plants.CONTROL, *plants.PHASES]
     bench = args.bench or DEFAULT_BENCH
     machine = machine_name(args.machine)
