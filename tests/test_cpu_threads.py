@@ -91,6 +91,25 @@ def test_pinning_after_the_backend_started_is_a_clear_error():
     assert "came too late: jax has started its backend" in proc.stderr
 
 
+@pytest.mark.parametrize("bridge, started", [
+    # jax 0.4.2x and later
+    ({"backends_are_initialized": lambda: False}, False),
+    ({"backends_are_initialized": lambda: True}, True),
+    # jax 0.4.20 has no backends_are_initialized: its backends dict says
+    ({"_backends": {}}, False),
+    ({"_backends": {"cpu": object()}}, True),
+])
+def test_whether_the_backend_started_is_read_on_every_release(monkeypatch, bridge, started):
+    import types
+
+    from jaxbench_helpers.runtime import cpu_threads
+
+    module = types.ModuleType("jax._src.xla_bridge")
+    module.__dict__.update(bridge)
+    monkeypatch.setitem(sys.modules, "jax._src.xla_bridge", module)
+    assert cpu_threads._backend_started() is started
+
+
 def test_asv_records_how_many_cpus_the_benchmarks_had(tmp_path):
     """A real asv run (existing environment, forkserver): the pin reaches the forked
     benchmark process, and the result says so."""

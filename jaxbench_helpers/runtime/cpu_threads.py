@@ -52,7 +52,12 @@ def selected(default="all"):
 
 def _backend_started():
     bridge = sys.modules.get("jax._src.xla_bridge")
-    return bool(bridge and bridge.backends_are_initialized())
+    if bridge is None:
+        return False
+    started = getattr(bridge, "backends_are_initialized", None)
+    if started is not None:
+        return bool(started())
+    return bool(getattr(bridge, "_backends", None))  # jax 0.4.20 has no such function
 
 
 def apply(default="all"):
