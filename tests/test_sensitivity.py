@@ -141,6 +141,13 @@ def test_plant_commit_sits_on_the_release_and_leaves_main_alone(release_source, 
                           text=True).stdout.strip()
     assert head == release
     assert not os.path.exists(os.path.join(repo, "jax", "_src", "jaxbench_plant.py"))
+    # the same plant again is the same commit (a later sweep reuses its results); another
+    # amount of work is another
+    assert sensitivity.plant_commit(repo, release, "lower", 0.1) == commit
+    worked = sensitivity.plant_commit(repo, release, "lower", 0.1, work=100)
+    assert worked != commit
+    assert "WORK = 100" in subprocess.run(git + ["show", f"{worked}:jax/_src/jaxbench_plant.py"],
+                                          capture_output=True, text=True).stdout
 
 
 def test_a_planted_history_hides_the_plant_among_neutral_commits(release_source, tmp_path):
@@ -248,24 +255,26 @@ def test_instruction_counts_are_judged_by_their_own_threshold_and_cover_their_ph
         "time_dispatch_100_calls")
     assert sensitivity.counted_phase("track_hlo_instructions") is None
     assert sensitivity.covers("m.C.track_run_cpu_instructions") == sensitivity.COVERS["time_run"]
+    # lowering traces lowering rules: a trace plant moves a lower count, and that is no flag
+    assert "trace" in sensitivity.covers("m.C.track_lower_cpu_instructions")
     base = {_key("m.C.track_trace_cpu_instructions"): _m(1_000_000),
-            _key("m.C.track_lower_cpu_instructions"): _m(1_000_000),
+            _key("m.C.track_compile_cpu_instructions"): _m(1_000_000),
             _key("m.C.track_hlo_instructions"): _m(100)}
     planted = {_key("m.C.track_trace_cpu_instructions"): _m(1_015_000),
-               _key("m.C.track_lower_cpu_instructions"): _m(1_004_000),
+               _key("m.C.track_compile_cpu_instructions"): _m(1_004_000),
                _key("m.C.track_hlo_instructions"): _m(200)}
     # 1.5% more: beyond the 1% of a count without a threshold, though far inside factor 1.05
     trial = sensitivity.judge("trace", base, planted, factor=1.05)
     assert [c.name for c in trial.detected] == ["m.C.track_trace_cpu_instructions('float32')"]
-    assert [c.name for c in trial.quiet] == ["m.C.track_lower_cpu_instructions('float32')"]
+    assert [c.name for c in trial.quiet] == ["m.C.track_compile_cpu_instructions('float32')"]
     # a calibrated threshold of 2% for trace counts: the same 1.5% is not flagged
     trial = sensitivity.judge("trace", base, planted, factor=1.05,
                               thresholds={"track_trace_cpu_instructions": 0.02})
     assert trial.detected == [] and len(trial.missed) == 1
-    # and a lower count moving 0.4% under a 0.3% threshold is an unrelated flag
+    # and a compile count moving 0.4% under a 0.3% threshold is an unrelated flag
     trial = sensitivity.judge("trace", base, planted, factor=1.05,
-                              thresholds={"track_lower_cpu_instructions": 0.003})
-    assert [c.name for c in trial.unrelated] == ["m.C.track_lower_cpu_instructions('float32')"]
+                              thresholds={"track_compile_cpu_instructions": 0.003})
+    assert [c.name for c in trial.unrelated] == ["m.C.track_compile_cpu_instructions('float32')"]
 
 
 def test_every_timing_method_of_the_suite_is_classified():

@@ -195,7 +195,7 @@ def dispatching(jitted):
             return jitted(*args, **kwargs)
         finally:
             _busy = False
-            if FRACTION or WORK:
+            if FRACTION or WORK is not None:  # work=0 still calls: only the scan differs
                 _spin(FRACTION * (_clock() - start))
 
     planted.__dict__.update(getattr(jitted, "__dict__", {{}}))

@@ -3,7 +3,7 @@
     python -m jaxbench_helpers sensitivity [--release 0.10.2] [--phase PHASE ...]
         [--fractions 0.5,0.2,0.1] [--factor 1.05] [-b REGEX ...] [--profile regular]
         [--method ab|asv] [--rounds N] [--machine NAME] [--work-dir DIR] [--no-stats]
-        [--keep-going] [--bisect [--commits 33]] [-o results.md]
+        [--keep-going] [--bisect [--commits 33]] [--counts] [-o results.md]
 
 First a control: a commit that only adds a comment, measured the same way, shows what the
 procedure flags from noise alone. Then, for each phase (dispatch, trace, lower, compile, run,
@@ -21,9 +21,10 @@ transfer, startup) and each planted fraction, largest first:
 
 A phase's sweep stops at the first fraction it misses (a smaller one would be missed too) unless
 ``--keep-going``. ``--bisect`` instead hides each phase's plant (the smallest fraction) among
-``--commits`` neutral commits and checks that ``bisect`` names it. Exit status: 0 when every
-phase was detected cleanly at the smallest fraction tried (or every bisect named its plant), 1
-otherwise, 2 on bad input, 4 on a busy machine.
+``--commits`` neutral commits and checks that ``bisect`` names it. ``--counts`` plants work
+sized to each phase's instruction count instead and judges the counts alone. Exit status: 0
+when every phase was detected cleanly at the smallest fraction tried (or every bisect named
+its plant), 1 otherwise, 2 on bad input, 4 on a busy machine.
 """
 
 import argparse
@@ -59,10 +60,13 @@ COVERS = {
     "time_latency_100_calls": frozenset({"dispatch", "run"}),
     "time_run": frozenset({"run", "dispatch"}),
     "time_trace": frozenset({"trace"}),
-    "time_lower": frozenset({"lower"}),
+    # lowering traces too: rules written as JAX functions (mlir.lower_fun) become jaxprs there
+    # (a planted trace_to_jaxpr_dynamic adds one call's work to an ODE or transformer lower)
+    "time_lower": frozenset({"lower", "trace"}),
     "time_compile": frozenset({"compile"}),
     "time_load_from_persistent_cache": frozenset({"compile"}),
-    "time_to_device": frozenset({"transfer"}),
+    # the copy is waited for by jax.block_until_ready, where the run plant sits
+    "time_to_device": frozenset({"transfer", "run"}),
     "time_to_host": frozenset({"transfer"}),
     "time_np_asarray": frozenset({"transfer"}),
     "timeraw_import_jax": frozenset({"startup"}),
@@ -78,6 +82,9 @@ COVERS = {
 PLANT_AUTHOR = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
                 for what, value in (("NAME", "jaxbench sensitivity"),
                                     ("EMAIL", "sensitivity@jaxbench.invalid"))}
+# a plant commit's date: the same plant on the same release is the same commit, so a later
+# sweep in the same --work-dir finds the counts asv already recorded for it
+PLANT_DATE = {f"GIT_{who}_DATE": "2000-01-01T00:00:00+0000" for who in ("AUTHOR", "COMMITTER")}
 
 
 class SensitivityError(ValueError):
@@ -217,7 +224,7 @@ def plant_commit(repo, release_hash, phase, fraction, work=None):
                    f"{fraction:.1%} of its count ({plants.describe(phase)})")
     else:
         message = f"plant: {phase} takes {fraction:.0%} longer ({plants.describe(phase)})"
-    history._git(repo, "commit", "-q", "-m", message, env=PLANT_AUTHOR)
+    history._git(repo, "commit", "-q", "-m", message, env={**PLANT_AUTHOR, **PLANT_DATE})
     commit = history._git(repo, "rev-parse", "HEAD")
     history._git(repo, "checkout", "-q", "main")
     return commit
@@ -324,7 +331,8 @@ def run_counts(repo, commit, *, folder, machine, profile):
     os.makedirs(folder, exist_ok=True)
     conf_path = asvconfig.write(conf, os.path.join(folder, "asv.conf.json"))
     calibrate.run_asv(conf_path, commit, machine=machine, bench=COUNT_BENCH,
-                      same_python=False, env=dict(os.environ))
+                      same_python=False, env=dict(os.environ),
+                      extra=["--skip-existing-successful"])
     found = results.load_measurements(conf["results_dir"], machine, [commit])
     if commit not in found:
         raise SensitivityError(f"asv recorded no counts for {commit[:8]} in "
@@ -672,9 +680,31 @@ def parse(argv):
     return args
 
 
-def _main_counts(args):
+def _say(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def _in_session(args, machine, work_dir, body):
+    """``body()`` inside the quiet timing session: (its result, the load record, None), or
+    (None, None, exit code) where it failed on bad input (2) or a busy machine (4)."""
     from asv.util import UserError
 
+    try:
+        ensure_described(machine)
+        with quiet.timing_session("sensitivity", allow_busy=args.allow_busy, say=_say,
+                                  record_path=os.path.join(work_dir, quiet.RECORD_NAME)) as monitor:
+            result = body()
+    except (SensitivityError, plants.PlantError, history.HistoryError, asvconfig.ConfigError,
+            calibrate.CalibrationError, ab.ABError, UserError) as err:
+        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
+        return None, None, 2
+    except quiet.BusyMachine as err:
+        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
+        return None, None, 4
+    return result, (monitor.record if monitor else None), None
+
+
+def _main_counts(args):
     unknown = [p for p in args.phase or () if p not in COUNT_REFERENCE]
     if unknown:
         print(f"jaxbench sensitivity: --counts plants into {', '.join(COUNT_REFERENCE)}, not "
@@ -692,25 +722,13 @@ def _main_counts(args):
                                 profile=args.profile, machine=machine, thresholds=thresholds,
                                 load=load), args.output)
 
-    def say(text):
-        print(text, file=sys.stderr, flush=True)
-
-    try:
-        ensure_described(machine)
-        with quiet.timing_session("sensitivity", allow_busy=args.allow_busy, say=say,
-                                  record_path=os.path.join(work_dir, quiet.RECORD_NAME)) as monitor:
-            trials = count_sweep(release=args.release, phases=phases, fractions=fractions,
-                                 profile=args.profile, machine=machine, work_dir=work_dir,
-                                 thresholds=thresholds, keep_going=args.keep_going, log=say,
-                                 on_trial=write if args.output else None)
-    except (SensitivityError, plants.PlantError, history.HistoryError, asvconfig.ConfigError,
-            calibrate.CalibrationError, UserError) as err:
-        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
-        return 2
-    except quiet.BusyMachine as err:
-        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
-        return 4
-    write(trials, monitor.record if monitor else None)
+    trials, load, failed = _in_session(args, machine, work_dir, lambda: count_sweep(
+        release=args.release, phases=phases, fractions=fractions, profile=args.profile,
+        machine=machine, work_dir=work_dir, thresholds=thresholds,
+        keep_going=args.keep_going, log=_say, on_trial=write if args.output else None))
+    if failed:
+        return failed
+    write(trials, load)
     print(f"jaxbench sensitivity: scratch results in {work_dir}", file=sys.stderr)
     wanted = {p: min(fractions) if fractions else COUNT_TARGETS[p] for p in phases}
     clean = all(smallest_clean(trials, p) is not None and smallest_clean(trials, p) <= wanted[p]
@@ -719,8 +737,6 @@ def _main_counts(args):
 
 
 def main(argv=None):
-    from asv.util import UserError
-
     args = parse(sys.argv[1:] if argv is None else list(argv))
     if args.counts:
         return _main_counts(args)
@@ -728,6 +744,7 @@ def main(argv=None):
     bench = args.bench or DEFAULT_BENCH
     machine = machine_name(args.machine)
     work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-sense-"))
+
     def write(trials, load=None):  # after every trial: an interrupted sweep leaves its report
         md.write(markdown(trials, release=args.release, phases=phases,
                           fractions=args.fractions, factor=args.factor,
@@ -736,37 +753,24 @@ def main(argv=None):
                           method=args.method),
                  args.output)
 
-    def say(text):
-        print(text, file=sys.stderr, flush=True)
-
-    try:
-        ensure_described(machine)
-        with quiet.timing_session("sensitivity", allow_busy=args.allow_busy, say=say,
-                                  record_path=os.path.join(work_dir, quiet.RECORD_NAME)) as monitor:
-            if args.bisect:
-                found = bisect_trials(release=args.release, phases=phases,
-                                      fraction=min(args.fractions), commits=args.commits,
-                                      profile=args.profile, work_dir=work_dir, log=say)
-            else:
-                trials = sweep(release=args.release, phases=phases, fractions=args.fractions,
-                               factor=args.factor, bench=bench, profile=args.profile,
-                               machine=machine, work_dir=work_dir, env_dir=args.env_dir,
-                               rounds=args.rounds, keep_going=args.keep_going,
-                               use_stats=not args.no_stats, log=say, method=args.method,
-                               on_trial=write if args.output else None)
-    except (SensitivityError, plants.PlantError, history.HistoryError, asvconfig.ConfigError,
-            calibrate.CalibrationError, ab.ABError, UserError) as err:
-        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
-        return 2
-    except quiet.BusyMachine as err:
-        print(f"jaxbench sensitivity: {err}", file=sys.stderr)
-        return 4
-    load = monitor.record if monitor else None
     if args.bisect:
+        found, load, failed = _in_session(args, machine, work_dir, lambda: bisect_trials(
+            release=args.release, phases=phases, fraction=min(args.fractions),
+            commits=args.commits, profile=args.profile, work_dir=work_dir, log=_say))
+        if failed:
+            return failed
         md.write(bisect_markdown(found, release=args.release, fraction=min(args.fractions),
                                  commits=args.commits, profile=args.profile, machine=machine,
                                  load=load), args.output)
         return 0 if all(f.named for f in found) else 1
+    trials, load, failed = _in_session(args, machine, work_dir, lambda: sweep(
+        release=args.release, phases=phases, fractions=args.fractions, factor=args.factor,
+        bench=bench, profile=args.profile, machine=machine, work_dir=work_dir,
+        env_dir=args.env_dir, rounds=args.rounds, keep_going=args.keep_going,
+        use_stats=not args.no_stats, log=_say, method=args.method,
+        on_trial=write if args.output else None))
+    if failed:
+        return failed
     write(trials, load)
     print(f"jaxbench sensitivity: scratch results in {work_dir}", file=sys.stderr)
     clean = all(smallest_clean(trials, p) == min(args.fractions) for p in phases
