@@ -230,16 +230,21 @@ def plant_commit(repo, release_hash, phase, fraction, work=None):
     return commit
 
 
-def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env_dir,
-             rounds=None):
-    """asv measures the release and ``commit`` with interleaved rounds into ``folder``
-    (``rounds``: asv's ``-a rounds=N`` instead of the profile's)."""
+def folder_config(repo, folder, profile, env_dir=None):
+    """An asv config of ``repo`` whose results and html live in ``folder``, written there:
+    (config, its path)."""
     conf = asvconf.derive(repo, results_dir=os.path.join(folder, "results"),
                           html_dir=os.path.join(folder, "html"), env_dir=env_dir,
                           profile=profile)
     os.makedirs(folder, exist_ok=True)
-    conf_path = os.path.join(folder, "asv.conf.json")
-    asvconfig.write(conf, conf_path)
+    return conf, asvconfig.write(conf, os.path.join(folder, "asv.conf.json"))
+
+
+def run_pair(repo, release_hash, commit, *, folder, machine, bench, profile, env_dir,
+             rounds=None):
+    """asv measures the release and ``commit`` with interleaved rounds into ``folder``
+    (``rounds``: asv's ``-a rounds=N`` instead of the profile's)."""
+    conf, conf_path = folder_config(repo, folder, profile, env_dir)
     hashes = os.path.join(folder, "commits.txt")
     with open(hashes, "w") as f:
         f.write(f"{release_hash}\n{commit}\n")
@@ -259,10 +264,7 @@ def run_pair_ab(repo, release_hash, commit, *, folder, machine, bench, profile, 
                 builds, log):
     """The release (A) and ``commit`` (B) in an interleaved A/B; the release's environment
     in ``builds`` is installed once and kept for every trial."""
-    conf = asvconf.derive(repo, results_dir=os.path.join(folder, "results"),
-                          html_dir=os.path.join(folder, "html"), profile=profile)
-    os.makedirs(folder, exist_ok=True)
-    conf_path = asvconfig.write(conf, os.path.join(folder, "asv.conf.json"))
+    _, conf_path = folder_config(repo, folder, profile)
     return ab.compare(conf_path, release_hash, commit, bench=bench, factor=factor,
                       machine=machine, work_dir=builds, say=log).verdicts
 
@@ -326,10 +328,7 @@ COUNT_ZERO_BASE = frozenset({"dispatch", "run"})
 
 def run_counts(repo, commit, *, folder, machine, profile):
     """The instruction counts of one commit: {SeriesKey: Measurement}."""
-    conf = asvconf.derive(repo, results_dir=os.path.join(folder, "results"),
-                          html_dir=os.path.join(folder, "html"), profile=profile)
-    os.makedirs(folder, exist_ok=True)
-    conf_path = asvconfig.write(conf, os.path.join(folder, "asv.conf.json"))
+    conf, conf_path = folder_config(repo, folder, profile)
     calibrate.run_asv(conf_path, commit, machine=machine, bench=COUNT_BENCH,
                       same_python=False, env=dict(os.environ),
                       extra=["--skip-existing-successful"])
@@ -494,10 +493,7 @@ def bisect_trials(*, release, phases, fraction, commits, profile, work_dir, log=
         branch, planted, last = planted_history(repo, release_hash, phase, fraction, commits,
                                                 at)
         folder = os.path.join(work_dir, f"bisect-{phase}")
-        conf = asvconf.derive(repo, results_dir=os.path.join(folder, "results"),
-                              html_dir=os.path.join(folder, "html"), profile=profile)
-        os.makedirs(folder, exist_ok=True)
-        conf_path = asvconfig.write(conf, os.path.join(folder, "asv.conf.json"))
+        conf, conf_path = folder_config(repo, folder, profile)
         regex, params = BISECT_BENCH[phase]
         log(f"jaxbench sensitivity: bisect {phase} +{fraction:.0%}: planted at commit {at} of "
             f"{commits} ({planted[:8]})")
