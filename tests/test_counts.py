@@ -174,28 +174,46 @@ def _count_case(cls, values):
     return {json.loads(key)[1]: entry for key, entry in entries.items()}, cls.log
 
 
-def test_each_phase_is_counted_as_asv_samples_it():
+def test_each_phase_is_counted_as_asv_samples_it(monkeypatch):
+    monkeypatch.setattr(counts, "MANY_SAMPLES_BELOW", 0)  # three samples of each
     entries, log = _count_case(_Recorder, [5, 9, 7, 300, 100, 200, 10_000, 9_000, 11_000])
     calls = log[1:]  # after the case's first setup
     # run: setup and one uncounted call, then setup before each of three counted samples
     assert calls[:11] == ["setup", "run"] + ["setup", "region", "run"] * 3
     # trace: three uncounted calls (the interpreter specializes the tracing code first)
     assert calls[11:17] == ["setup", "trace"] * 3
-    assert entries["time_run"] == {"count": 7, "samples": [5, 9, 7], "excluded": [7, 7, 7],
+    # the count is the least sample: the one without the allocator's occasional housekeeping
+    assert entries["time_run"] == {"count": 5, "samples": [5, 9, 7], "excluded": [7, 7, 7],
                                    "wall_s": entries["time_run"]["wall_s"]}
-    assert entries["time_trace"]["count"] == 200
+    assert entries["time_trace"]["count"] == 100
     # the dispatch phase times 100 calls: its count is per call
-    assert entries["time_dispatch_100_calls"]["count"] == 10_000 / workload.DISPATCH_CALLS
+    assert entries["time_dispatch_100_calls"]["count"] == 9_000 / workload.DISPATCH_CALLS
+
+
+def test_a_small_region_takes_many_samples_and_a_large_one_three(monkeypatch):
+    monkeypatch.setattr(counts, "MANY_SAMPLES_BELOW", 1_000)
+    small = [900, 950, 990, 970, 930, 960, 940, 980, 999]
+    large = [5_000, 4_000, 6_000]
+    entries, _ = _count_case(_Recorder, [*small, *large, 1_500, 1_200, 1_300])
+    assert entries["time_run"]["samples"] == small
+    assert len(small) == counts.MANY_SAMPLES
+    assert entries["time_run"]["count"] == 900
+    assert entries["time_trace"]["samples"] == large
+    assert entries["time_trace"]["count"] == 4_000
+    assert entries["time_dispatch_100_calls"]["samples"] == [1_500, 1_200, 1_300]
 
 
 def test_a_phase_that_counts_above_the_limit_is_counted_once(monkeypatch):
     monkeypatch.setattr(counts, "ONE_SAMPLE_ABOVE", 1_000)
+    monkeypatch.setattr(counts, "MANY_SAMPLES_BELOW", 0)
     entries, _ = _count_case(_Recorder, [5, 9, 7, 2_000, 100_000])
     assert entries["time_trace"]["samples"] == [2_000]
     assert entries["time_dispatch_100_calls"]["samples"] == [100_000]
 
 
-def test_a_class_can_set_its_samples():
+def test_a_class_can_set_its_samples(monkeypatch):
+    monkeypatch.setattr(counts, "MANY_SAMPLES_BELOW", 0)
+
     class Once(_Recorder):
         count_samples = {"time_run": 1}
 
@@ -203,7 +221,9 @@ def test_a_class_can_set_its_samples():
     assert entries["time_run"]["samples"] == [5]
 
 
-def test_a_phase_that_skips_or_fails_gives_its_reason():
+def test_a_phase_that_skips_or_fails_gives_its_reason(monkeypatch):
+    monkeypatch.setattr(counts, "MANY_SAMPLES_BELOW", 0)
+
     class Mixed(_Recorder):
         def time_trace(self, *params):
             workload.skip("planted: no trace on this release")
@@ -215,7 +235,7 @@ def test_a_phase_that_skips_or_fails_gives_its_reason():
     assert entries["time_trace"] == {"skip": "planted: no trace on this release",
                                      "wall_s": entries["time_trace"]["wall_s"]}
     assert "ValueError: planted dispatch failure" in entries["time_dispatch_100_calls"]["error"]
-    assert entries["time_run"]["count"] == 7
+    assert entries["time_run"]["count"] == 5
 
 
 # ---- callgrind's dump format ----------------------------------------------------------------
@@ -426,7 +446,8 @@ def test_the_counted_region_contains_the_wait_for_the_result(honest):
 @pytest.mark.slow
 @needs_valgrind
 def test_two_processes_agree_on_dispatch_counts(honest, tmp_path, monkeypatch):
-    """A second child, the same commit: dispatch and latency within 0.5 %."""
+    """A second child, the same commit, where no other class ran first: dispatch and latency
+    within 0.5 % (the median of three samples moved by up to 2 % with the allocator's state)."""
     first, _, folder = honest
     monkeypatch.syspath_prepend(folder)
     monkeypatch.setenv("JAXBENCH_PROFILE", "quick")

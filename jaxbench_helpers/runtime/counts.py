@@ -26,10 +26,16 @@ later count benchmarks read it.
 Each region is one sample, as asv times it: ``setup`` before every sample (it refills the
 fresh objects of cold phases), one uncounted call before the samples of every phase (asv's
 warm-up; for a cold phase, the call that would find setup's warm caches), the garbage
-collector off inside the region (asv's timer turns it off too). A count is the median of its
-samples (three, or one where the first counts more than ONE_SAMPLE_ABOVE) less the count of an
-empty region (the region's own cost: the return from the start request and the call into the
-stop request).
+collector off inside the region (asv's timer turns it off too). A count is the least of its
+samples less the count of an empty region (the region's own cost: the return from the start
+request and the call into the stop request). The least, not the median: glibc's allocator
+consolidates its free lists (``malloc_consolidate``) inside some samples and not others,
+depending on the heap the process's history left (1-2 % of a dispatch count, so the median of
+a few samples moved by that much between processes, or when another class ran first); the
+least is the sample without that housekeeping, the same whatever ran before. Small regions get
+MANY_SAMPLES samples (cheap: under MANY_SAMPLES_BELOW instructions each), so that one of them
+misses the housekeeping; others DEFAULT_SAMPLES, and one where the first counts more than
+ONE_SAMPLE_ABOVE.
 
 What a count costs: callgrind runs the counted code some 50 times slower, so the child
 counts every workload at the ``quick`` profile's sizes (COUNT_PROFILE), whatever the profile
@@ -79,9 +85,13 @@ DEFAULT_PHASES = ("time_run", "time_dispatch_100_calls", "time_latency_100_calls
                   "time_trace", "time_lower", "time_compile", "time_to_device", "time_to_host")
 # uncounted calls before the samples of a phase (default 1)
 UNCOUNTED_CALLS = {"time_trace": 3, "time_lower": 3}
-# samples per count (each one region; the count is their median), unless a class says
-# otherwise in ``count_samples``
+# samples per count (each one region; the count is the least), unless a class says otherwise
+# in ``count_samples``
 DEFAULT_SAMPLES = 3
+# ... and for a region whose first sample counts less than MANY_SAMPLES_BELOW (a dispatch of
+# 100 calls, a small trace: a second or so under callgrind for all of them)
+MANY_SAMPLES = 9
+MANY_SAMPLES_BELOW = 20_000_000
 # a phase whose first sample counts more than this is counted once: another sample would cost
 # a minute or more under callgrind (some 20-40 M instructions a second on a 2-core VM), and the
 # big phases (compiles of large programs, large runs) spread least
@@ -91,7 +101,7 @@ ONE_SAMPLE_ABOVE = 2_000_000_000
 CHILD_TIMEOUT = 1500
 BENCHMARK_TIMEOUT = CHILD_TIMEOUT + 120
 # bump when what the child counts, or how, changes: results of another version are recounted
-MECHANISM_VERSION = "1"
+MECHANISM_VERSION = "2"
 
 # the sizes every count is made at (see the module's docstring)
 COUNT_PROFILE = "quick"
@@ -162,8 +172,8 @@ class Counts:
     Put it first in a workload class's bases. Class attributes that tune it:
     ``count_phases`` (the ``time_*`` names to count; default every one of DEFAULT_PHASES the
     class has), ``count_params`` (the parameter tuples to count; others are n/a; default all),
-    ``count_samples`` ({time name: samples}; default DEFAULT_SAMPLES, or one sample where the
-    first counts more than ONE_SAMPLE_ABOVE).
+    ``count_samples`` ({time name: samples}; default MANY_SAMPLES, DEFAULT_SAMPLES or one,
+    by the size of the first).
     """
 
     count_phases = None
@@ -189,7 +199,7 @@ def _track_method(cls, time_name, name, calls):
 
     track.__name__ = track.__qualname__ = name
     track.__doc__ = (f"Instructions that {time_name} executes at the {COUNT_PROFILE} "
-                     f"profile's sizes (callgrind, one region per sample, median{per_call}).")
+                     f"profile's sizes (callgrind, one region per sample, the least{per_call}).")
     track.unit = UNIT
     track.counted_phase = time_name  # benchmarks/fingerprints.py: the work it counts
     track.timeout = BENCHMARK_TIMEOUT
@@ -657,18 +667,25 @@ def _count_phase(instance, time_name, params, counter, skips):
             instance.setup(*params)
             method(*params)
         wanted = instance.count_samples.get(time_name)
-        for _ in range(wanted or DEFAULT_SAMPLES):
+        target = wanted or DEFAULT_SAMPLES
+        while len(samples) < target:
             instance.setup(*params)  # asv's setup before every sample
             count, left_out = counter.region(
                 lambda: method(*params), f"{type(instance).__qualname__}.{time_name}{params}")
             samples.append(count)
             excluded.append(left_out)
-            if wanted is None and count > ONE_SAMPLE_ABOVE:
-                break
+            if wanted is None and len(samples) == 1:
+                target = sample_count(count)
     except skips as err:
         return {"skip": str(err)}
     except Exception:
         return {"error": traceback.format_exc()}
-    return {"count": statistics.median(samples) / calls, "samples": samples,
-            "excluded": excluded}
+    return {"count": min(samples) / calls, "samples": samples, "excluded": excluded}
+
+
+def sample_count(first):
+    """How many samples a count takes, by its first sample's count."""
+    if first > ONE_SAMPLE_ABOVE:
+        return 1
+    return MANY_SAMPLES if first < MANY_SAMPLES_BELOW else DEFAULT_SAMPLES
 
