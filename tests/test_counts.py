@@ -190,16 +190,18 @@ def test_each_phase_is_counted_as_asv_samples_it(monkeypatch):
     assert entries["time_dispatch_100_calls"]["count"] == 9_000 / workload.DISPATCH_CALLS
 
 
-def test_a_small_region_takes_many_samples_and_a_large_one_three(monkeypatch):
+def test_a_cheap_phase_of_many_calls_takes_many_samples_others_three(monkeypatch):
     monkeypatch.setattr(counts, "MANY_SAMPLES_BELOW", 1_000)
-    small = [900, 950, 990, 970, 930, 960, 940, 980, 999]
-    large = [5_000, 4_000, 6_000]
-    entries, _ = _count_case(_Recorder, [*small, *large, 1_500, 1_200, 1_300])
-    assert entries["time_run"]["samples"] == small
-    assert len(small) == counts.MANY_SAMPLES
-    assert entries["time_run"]["count"] == 900
-    assert entries["time_trace"]["samples"] == large
+    cheap = [900, 950, 990, 970, 930, 960, 940, 980, 999]
+    assert len(cheap) == counts.MANY_SAMPLES
+    entries, _ = _count_case(_Recorder, [5, 9, 7, 5_000, 4_000, 6_000, *cheap])
+    assert entries["time_run"]["samples"] == [5, 9, 7]  # one call, however cheap
+    assert entries["time_trace"]["samples"] == [5_000, 4_000, 6_000]
     assert entries["time_trace"]["count"] == 4_000
+    assert entries["time_dispatch_100_calls"]["samples"] == cheap
+    assert entries["time_dispatch_100_calls"]["count"] == 900 / workload.DISPATCH_CALLS
+    # above the limit, a phase of many calls takes three too
+    entries, _ = _count_case(_Recorder, [5, 9, 7, 5_000, 4_000, 6_000, 1_500, 1_200, 1_300])
     assert entries["time_dispatch_100_calls"]["samples"] == [1_500, 1_200, 1_300]
 
 

@@ -32,10 +32,10 @@ request and the call into the stop request). The least, not the median: glibc's 
 consolidates its free lists (``malloc_consolidate``) inside some samples and not others,
 depending on the heap the process's history left (1-2 % of a dispatch count, so the median of
 a few samples moved by that much between processes, or when another class ran first); the
-least is the sample without that housekeeping, the same whatever ran before. Small regions get
-MANY_SAMPLES samples (cheap: under MANY_SAMPLES_BELOW instructions each), so that one of them
-misses the housekeeping; others DEFAULT_SAMPLES, and one where the first counts more than
-ONE_SAMPLE_ABOVE.
+least is the sample without that housekeeping, the same whatever ran before. The phases of
+many calls (dispatch, latency) get MANY_SAMPLES samples where they are cheap (under
+MANY_SAMPLES_BELOW instructions each), so that one of them misses the housekeeping; others
+DEFAULT_SAMPLES, and one where the first counts more than ONE_SAMPLE_ABOVE.
 
 What a count costs: callgrind runs the counted code some 50 times slower, so the child
 counts every workload at the ``quick`` profile's sizes (COUNT_PROFILE), whatever the profile
@@ -88,10 +88,11 @@ UNCOUNTED_CALLS = {"time_trace": 3, "time_lower": 3}
 # samples per count (each one region; the count is the least), unless a class says otherwise
 # in ``count_samples``
 DEFAULT_SAMPLES = 3
-# ... and for a region whose first sample counts less than MANY_SAMPLES_BELOW (a dispatch of
-# 100 calls, a small trace: a second or so under callgrind for all of them)
+# ... and for a phase of many calls (dispatch, latency) whose first sample counts less than
+# MANY_SAMPLES_BELOW: their allocations are where the allocator's housekeeping moves a count,
+# and a sample costs a second or less under callgrind
 MANY_SAMPLES = 9
-MANY_SAMPLES_BELOW = 20_000_000
+MANY_SAMPLES_BELOW = 30_000_000
 # a phase whose first sample counts more than this is counted once: another sample would cost
 # a minute or more under callgrind (some 20-40 M instructions a second on a 2-core VM), and the
 # big phases (compiles of large programs, large runs) spread least
@@ -173,7 +174,7 @@ class Counts:
     ``count_phases`` (the ``time_*`` names to count; default every one of DEFAULT_PHASES the
     class has), ``count_params`` (the parameter tuples to count; others are n/a; default all),
     ``count_samples`` ({time name: samples}; default MANY_SAMPLES, DEFAULT_SAMPLES or one,
-    by the size of the first).
+    by the phase and the size of its first sample).
     """
 
     count_phases = None
@@ -675,7 +676,7 @@ def _count_phase(instance, time_name, params, counter, skips):
             samples.append(count)
             excluded.append(left_out)
             if wanted is None and len(samples) == 1:
-                target = sample_count(count)
+                target = sample_count(count, calls)
     except skips as err:
         return {"skip": str(err)}
     except Exception:
@@ -683,9 +684,9 @@ def _count_phase(instance, time_name, params, counter, skips):
     return {"count": min(samples) / calls, "samples": samples, "excluded": excluded}
 
 
-def sample_count(first):
-    """How many samples a count takes, by its first sample's count."""
+def sample_count(first, calls):
+    """How many samples a count takes, by its first sample's count and the calls it times."""
     if first > ONE_SAMPLE_ABOVE:
         return 1
-    return MANY_SAMPLES if first < MANY_SAMPLES_BELOW else DEFAULT_SAMPLES
+    return MANY_SAMPLES if calls > 1 and first < MANY_SAMPLES_BELOW else DEFAULT_SAMPLES
 
