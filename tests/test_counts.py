@@ -415,8 +415,8 @@ def test_a_count_grows_linearly_with_the_calls_in_its_region(honest):
     per_call = n25 / 25
     # no fixed cost hides in a count: the 25 more calls cost what 25 calls cost. Within 3%:
     # the heap a process starts with (its paths and environment strings included) moves a
-    # region this small by up to 1.4% (25 calls read 1.27 M in a checkout under
-    # /work/scratch/ci-clone, 1.25-1.26 M under /work/main), while a fixed cost such as the
+    # region this small by up to 1.4% (25 calls read 1.27 M in one checkout folder and
+    # 1.25-1.26 M in another), while a fixed cost such as the
     # region's own would be the same in every process
     assert (n50 - n25) / 25 == pytest.approx(per_call, rel=0.03), (n25, n50)
     assert 1_000 < per_call < 1_000_000
@@ -454,7 +454,7 @@ def test_the_counted_region_contains_the_wait_for_the_result(honest):
 def test_two_processes_agree_on_dispatch_counts(honest, tmp_path, monkeypatch):
     """A second child, the same commit, where no other class ran first: dispatch and latency
     within 2 %. The median of three samples moved by up to 2 % with the allocator's state;
-    the least of nine agrees to 0.1 % under /work/main, but the heap a process starts with
+    the least of nine agrees to 0.1 % in one folder, but the heap a process starts with
     (checkout path, environment) moves a region this small by up to 1.4 % (see the linear
     test), so this test holds what every checkout gives; the suite's own same-commit spread is
     measured by ``calibrate`` (results/CALIBRATION-COUNTS.md), not asserted."""
