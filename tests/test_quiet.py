@@ -80,10 +80,13 @@ def test_allow_busy_runs_and_the_record_says_so(tmp_path):
 
 
 def test_the_record_reads_quiet_only_without_load():
-    record = quiet.LoadRecord("probe", "2026-12-01T00:00:00+00:00", others_share=0.01)
+    start = "2026-12-01T00:00:00+00:00"
+    record = quiet.LoadRecord("probe", start, others_share=0.01, seconds=600)
     assert record.quiet and record.summary().startswith("quiet")
-    for busy in (dict(others_share=0.2), dict(busy_seconds=3)):
-        loaded = quiet.LoadRecord("probe", "2026-12-01T00:00:00+00:00", **busy)
+    # one second of a kernel thread in ten minutes is no load; seven seconds in ten minutes is
+    assert quiet.LoadRecord("probe", start, seconds=600, busy_seconds=1).quiet
+    for busy in (dict(others_share=0.2), dict(busy_seconds=7), dict(seconds=60, busy_seconds=1)):
+        loaded = quiet.LoadRecord("probe", start, **{"seconds": 600, **busy})
         assert not loaded.quiet and loaded.summary().startswith("UNDER LOAD")
 
 
