@@ -119,3 +119,36 @@ def test_an_instruction_count_is_judged_by_its_calibrated_threshold():
     assert marks == ["+", " "]
     assert results.count_factor("b.D.track_compile_instructions", thresholds) == 1.03
     assert results.count_factor("b.E.track_trace_instructions", thresholds) == 1.01
+
+
+def test_a_value_that_varies_between_processes_gets_paired_rounds_a_steady_one_does_not(
+        monkeypatch):
+    """A resident peak read 1.04 MB in one process and 741 kB in the next of the same commit;
+    judged on one process a side it was flagged 0.71x in an A/A."""
+    from jaxbench_helpers.analysis import paired
+    from jaxbench_helpers.host import ab
+
+    sequences = {"b.M.track_host_step_peak_bytes": iter([1.04e6, 0.74e6] * 20),
+                 "b.V.track_jax_version": iter([0.0412] * 40),
+                 "b.C.track_run_cpu_instructions": iter([2e6, 2.5e6])}
+    monkeypatch.setattr(ab, "run_once", lambda side, case: ab.Run(
+        value=next(sequences[case.name])))
+    sides = [ab.Side.__new__(ab.Side) for _ in "AB"]
+    for side, label in zip(sides, "AB"):
+        side.label = label
+    cases = {}
+    for name in sequences:
+        unit = "CPU instructions" if "instructions" in name else "bytes"
+        cases[name] = ab.measure(ab.Case({"name": name, "type": "track", "params": [],
+                                          "unit": unit}, 0, ""), sides,
+                                 enough=lambda e: paired.decided(e, 1.10), max_rounds=16,
+                                 min_rounds=paired.fewest_rounds())
+    rounds = {name: len(case.runs["A"]) for name, case in cases.items()}
+    assert rounds["b.V.track_jax_version"] == 2  # the same twice on each side: deterministic
+    assert rounds["b.C.track_run_cpu_instructions"] == 1  # a count: once, minutes a process
+    assert rounds["b.M.track_host_step_peak_bytes"] >= paired.fewest_rounds()
+    units = {name: c.benchmark["unit"] for name, c in cases.items()}
+    marks = {v.case.name: v.mark for v in ab.judge(list(cases.values()), units, 1.10, None)}
+    assert marks["b.M.track_host_step_peak_bytes"] in (" ", "?")  # never a change from noise
+    assert marks["b.V.track_jax_version"] == " "
+    assert marks["b.C.track_run_cpu_instructions"] == "+"  # 25% more instructions

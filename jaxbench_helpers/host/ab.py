@@ -14,7 +14,10 @@ seconds); the verdict is the Hodges-Lehmann estimate of those with its 95% inter
 (``analysis.paired``), after dividing out the drift both sides share (the paired ratio of the
 NumPy baselines, which no JAX change can move, when both sides run the same NumPy). A case
 gets rounds until its interval is narrower than the threshold, or lies wholly beyond it, or
-``--max-rounds`` is reached. Deterministic values (``track_*``) are measured once per side.
+``--max-rounds`` is reached. Instruction counts are measured once per side (they cost minutes
+and have their own thresholds); other values (``track_*``, ``peakmem_*``) twice per side, and
+when a side's two values differ (a bandwidth, a resident peak: they vary between processes)
+they get rounds and a paired verdict like a timing.
 
 The results are asv results (both commits, every sample), so ``asv compare``, ``report
 compare`` and the dashboard read them; the Markdown table and exit codes are those of
@@ -178,6 +181,19 @@ class Case:
     def timing(self):
         return self.benchmark["type"] == "time"
 
+    @property
+    def counted(self):
+        return self.benchmark.get("unit") == results.COUNT_UNIT
+
+    def steady(self):
+        """Every process of each side gave the same value: a deterministic value."""
+        return all(len({r.value for r in self.runs[label]}) <= 1 for label in "AB")
+
+    @property
+    def paired(self):
+        """Judged by paired rounds: a timing, or a value that varied between processes."""
+        return self.timing or not self.steady()
+
     def failed(self, label):
         return next((r.failed for r in self.runs[label] if r.failed), None)
 
@@ -226,16 +242,18 @@ def order(round_index):
 
 def measure(case, sides, *, enough, max_rounds, min_rounds):
     """Rounds of ``case`` until ``enough(estimate)`` says the paired estimate decides what is
-    asked (timing), or one run per side (values)."""
+    asked (timings, values that vary), or one run per side (counts), or two per side (values
+    that came out the same each time)."""
     by_label = {s.label: s for s in sides}
     case.started = time.time()
-    rounds = max_rounds if case.timing else 1
-    for r in range(rounds):
+    for r in range(max_rounds):
         for label in order(r):
             case.runs[label].append(run_once(by_label[label], case))
         if case.failed("A") or case.failed("B") or case.skipped():
             break
-        if case.timing and r + 1 >= min_rounds and enough(paired.hodges_lehmann(
+        if not case.timing and (case.counted or (r == 1 and case.steady())):
+            break
+        if case.paired and r + 1 >= min_rounds and enough(paired.hodges_lehmann(
                 case.log_ratios())):
             break
     case.seconds = time.time() - case.started
@@ -263,7 +281,7 @@ def _side_value(case, label):
         return math.nan
     if case.timing:
         return statistics.median(s for r in runs for s in r.samples)
-    return runs[0].value
+    return statistics.median(r.value for r in runs)
 
 
 def drift(cases, numpy_same):
@@ -291,9 +309,10 @@ def judge(cases, units, factor, shared_drift, thresholds=None):
         if results.missing(v.before) or results.missing(v.after):
             v.mark = "!" if v.before is not None and v.after is None else (
                 "*" if v.before is None and v.after is not None else " ")
-        elif case.timing:
+        elif case.paired:
             v.estimate = paired.hodges_lehmann(case.log_ratios())
-            if shared_drift and not case.name.endswith("." + CONTROL_PHASE):
+            if (case.timing and shared_drift
+                    and not case.name.endswith("." + CONTROL_PHASE)):
                 v.estimate = v.estimate.scaled(shared_drift)
             # after the last round an interval still wider than the threshold decides
             # nothing: reported as unresolved, never as a change
@@ -358,7 +377,7 @@ def save_results(side, conf, repo, benchmarks, cases, machine, results_dir):
                 samples[case.param_idx] = [s for r in runs for s in r.samples]
                 numbers[case.param_idx] = runs[-1].number
             elif runs:
-                values[case.param_idx] = runs[0].value
+                values[case.param_idx] = _side_value(case, side.label)
         started = datetime.datetime.fromtimestamp(min(c.started for c in found),
                                                   datetime.timezone.utc)
         result.add_result(benchmark, BenchmarkResult(values, samples, numbers, errcode,
