@@ -310,6 +310,17 @@ def test_a_count_gets_a_threshold_ten_times_finer_even_below_asvs_default(change
     assert found == {calibrate.threshold_regex(key.benchmark): pytest.approx(expected)}
 
 
+def test_the_report_gives_the_median_threshold_of_the_cases_other_than_counts():
+    """The median counts the cases left at asv's default too (they get no entry)."""
+    timings = [_case([1.0, 1.0 + c], name=f"bench_x.T{i}.time_run")
+               for i, c in enumerate((0.0, 0.01, 0.04, 0.04, 0.2))]
+    key = results.SeriesKey("bench_x.W.track_run_instructions", "", "e")
+    count = calibrate.Case(key, "CPU instructions", [results.Measurement(1e6)] * 2)
+    assert "over the 5 cases other than instruction counts: **0.10**" in \
+        calibrate._median_of([*timings, count], margin=2)
+    assert calibrate._median_of([count], margin=2) == ""
+
+
 def test_asv_publish_picks_the_threshold_for_exactly_that_case():
     """asv's own lookup (the regressions page's data filter), with and without the branch
     suffix asv adds to each name."""

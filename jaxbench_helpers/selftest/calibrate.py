@@ -168,6 +168,17 @@ def proposed_threshold(case, margin, floor=None, step=None):
     return round(math.ceil(wanted / step - 1e-9) * step, 4)
 
 
+def _median_of(complete, margin):
+    """The median threshold a comparison of the cases other than counts meets (asv's default
+    where none is written), as a sentence."""
+    values = [proposed_threshold(c, margin) for c in complete if c.unit != results.COUNT_UNIT]
+    values = [v for v in values if v is not None]
+    if not values:
+        return ""
+    return (f" Their median over the {len(values)} cases other than instruction counts: "
+            f"**{statistics.median(values):.2f}**.")
+
+
 def threshold_regex(name):
     """A regex for regressions_thresholds matching exactly this benchmark(params) entry; asv
     matches it against the name plus '@branch'."""
@@ -495,7 +506,8 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         f"rounded up to {COUNT_STEP}. `asv publish` leaves a step smaller than its threshold "
         "off the regressions page unless the step is needed to explain the gap between the "
         f"best and the newest value. {len(proposed)} of {len(complete)} cases need another "
-        f"than asv's default {ASV_DEFAULT_THRESHOLD} (timings above it, every count):",
+        f"than asv's default {ASV_DEFAULT_THRESHOLD} (timings above it, every count)."
+        + _median_of(complete, margin),
         "",
         "```json",
         f'"{KEY}": ' + _format_dict(proposed, ""),
