@@ -130,9 +130,19 @@ def test_a_value_that_varies_between_processes_gets_paired_rounds_a_steady_one_d
 
     sequences = {"b.M.track_host_step_peak_bytes": iter([1.04e6, 0.74e6] * 20),
                  "b.V.track_jax_version": iter([0.0412] * 40),
-                 "b.C.track_run_cpu_instructions": iter([2e6, 2.5e6])}
-    monkeypatch.setattr(ab, "run_once", lambda side, case: ab.Run(
-        value=next(sequences[case.name])))
+                 "b.C.track_run_cpu_instructions": iter([2e6, 2.5e6]),
+                 # each fork server steady, the two servers apart; new interpreters agree
+                 "b.S.track_host_step_peak_bytes": {"A": iter([1.04e6] * 2),
+                                                    "B": iter([0.745e6] * 2),
+                                                    "fresh": iter([0.9e6, 0.95e6] * 20)}}
+
+    def run_once(side, case, fresh=False):
+        found = sequences[case.name]
+        if isinstance(found, dict):
+            found = found["fresh" if fresh else side.label]
+        return ab.Run(value=next(found))
+
+    monkeypatch.setattr(ab, "run_once", run_once)
     sides = [ab.Side.__new__(ab.Side) for _ in "AB"]
     for side, label in zip(sides, "AB"):
         side.label = label
@@ -152,3 +162,7 @@ def test_a_value_that_varies_between_processes_gets_paired_rounds_a_steady_one_d
     assert marks["b.M.track_host_step_peak_bytes"] in (" ", "?")  # never a change from noise
     assert marks["b.V.track_jax_version"] == " "
     assert marks["b.C.track_run_cpu_instructions"] == "+"  # 25% more instructions
+    assert cases["b.S.track_host_step_peak_bytes"].fresh
+    assert rounds["b.S.track_host_step_peak_bytes"] >= paired.fewest_rounds()
+    assert marks["b.S.track_host_step_peak_bytes"] in (" ", "?")  # the servers' 0.72x is gone
+    assert not cases["b.V.track_jax_version"].fresh  # the same on both sides: no new processes
