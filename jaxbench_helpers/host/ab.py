@@ -70,7 +70,7 @@ class Side:
     commit: str
     env: object
     spawner: object = None
-    fresh: object = None  # a spawner that starts a new interpreter for every process
+    new_interpreter: object = None  # a spawner that starts a new interpreter every process
     cache_dirs: dict = field(default_factory=dict)
     cache_failed: dict = field(default_factory=dict)
 
@@ -112,7 +112,7 @@ def open_spawner(side, benchmark_dir):
     from asv.runner import ForkServer, Spawner
 
     side.spawner = ForkServer(side.env, benchmark_dir)
-    side.fresh = Spawner(side.env, benchmark_dir)
+    side.new_interpreter = Spawner(side.env, benchmark_dir)
     ok, out = side.spawner.preimport()
     if not ok:
         raise ABError(f"side {side.label} ({side.name}) cannot import the benchmark suite:\n"
@@ -230,10 +230,9 @@ def run_once(side, case, fresh=False):
         cwd = cache_dir(side, case.benchmark)
     except ABError as err:
         return Run(failed=str(err))
-    res = _run_benchmark_single_param(case.benchmark, side.fresh if fresh else side.spawner,
-                                      case.param_idx,
-                                      profile=False, extra_params=_extra_params(case.benchmark),
-                                      cwd=cwd)
+    spawner = side.new_interpreter if fresh else side.spawner
+    res = _run_benchmark_single_param(case.benchmark, spawner, case.param_idx, profile=False,
+                                      extra_params=_extra_params(case.benchmark), cwd=cwd)
     if res.errcode:
         return Run(failed=res.stderr or f"exit status {res.errcode}")
     if res.samples[0] is not None:
@@ -258,14 +257,13 @@ def measure(case, sides, *, enough, max_rounds, min_rounds):
             case.runs[label].append(run_once(by_label[label], case, fresh=case.fresh))
         if case.failed("A") or case.failed("B") or case.skipped():
             break
-        if not case.timing and case.counted:
+        if case.counted:
             break
         if not case.timing and r == 1 and case.steady():
             if case.fresh or case.runs["A"][0].value == case.runs["B"][0].value:
                 break
             # one value a side, but not the same one: a forked process inherits its server's
-            # heap, and a resident peak read 1.04 MB from one build's server and 745 kB from
-            # the other's of one commit; new interpreters tell the commits from the servers
+            # heap, so new interpreters tell the commits apart from the two servers
             case.fresh, case.runs, r = True, {"A": [], "B": []}, 0
             continue
         if case.paired and r + 1 >= min_rounds and enough(paired.hodges_lehmann(
