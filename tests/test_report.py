@@ -489,3 +489,15 @@ def test_verifications_are_recorded_beside_the_results_and_shown(tmp_path):
                      "method changed", "—"]
     # without a record the table keeps its ten columns
     assert report._steps_table([confirmed], 2, False)[0].count("|") == 11
+
+
+def test_a_window_holding_a_zero_gives_no_step_and_no_error():
+    def series(*values):
+        return [(f"c{i}", results.Measurement(v, version="1")) for i, v in enumerate(values)]
+
+    key = results.SeriesKey("bench_x.W.track_retraces", "", "env")
+    # a count that reads 0 at one release: the old rule divided by the window's least value
+    assert report.series_steps(key, series(4.0, 0.0, 4.0, 9.0, 9.0), "unit", 2, 1.1,
+                               use_stats=False) == []
+    steps = report.series_steps(key, series(4.0, 4.0, 9.0, 9.0), "unit", 2, 1.1, use_stats=False)
+    assert [(s.before, s.after) for s in steps] == [("c1", "c2")]

@@ -87,9 +87,9 @@ def series_steps(key, points, unit, window, factor, use_stats=True):
             continue
         before = [m.value for _, m in points[max(0, j - window):j] if m.version == left.version]
         after = [m.value for _, m in points[j:j + window] if m.version == right.version]
+        if min(before) <= 0 or min(after) <= 0:
+            continue  # ratios of non-positive values mean nothing (a count that reads 0)
         b, a = statistics.median(before), statistics.median(after)
-        if b <= 0 or a <= 0:
-            continue  # ratios of non-positive values mean nothing
         rising = a > b
         least = min(after) / max(before) if rising else max(after) / min(before)
         if factor >= least >= 1 / factor or (least > 1) != rising:
