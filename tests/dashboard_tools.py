@@ -114,11 +114,23 @@ def load_index(html_dir):
         return json.load(f)
 
 
-def graph_files(html_dir, benchmark):
-    """The per-machine graph files of ``benchmark`` (not the summary)."""
+def opened_profile(index):
+    """The profile a graph opens on (jaxbench.js: regular if published, else quick, else
+    large); None where the dashboard has one profile or none."""
+    profiles = index.get("params", {}).get("env-JAXBENCH_PROFILE") or []
+    if len(profiles) < 2:
+        return None
+    return next(p for p in ("regular", "quick", "large", *profiles) if p in profiles)
+
+
+def graph_files(html_dir, benchmark, profile=None):
+    """The per-machine graph files of ``benchmark`` (not the summary), of ``profile`` only
+    where one is named."""
     found = glob.glob(os.path.join(glob.escape(str(html_dir)), "graphs", "**",
                                    f"{benchmark}.json"), recursive=True)
-    return sorted(f for f in found if os.sep + "summary" + os.sep not in f)
+    wanted = None if profile is None else f"{os.sep}env-JAXBENCH_PROFILE-{profile}{os.sep}"
+    return sorted(f for f in found if os.sep + "summary" + os.sep not in f
+                  and (wanted is None or wanted in f))
 
 
 def measured_series(graph_file):

@@ -7,7 +7,8 @@
    2. The release labels over a graph show the version (0.10.2). asv writes each tag's name
       at its commit, one per release, and each label's white box covers the one before it,
       so all that showed was "jax-v". Labels that would overlap one already shown are left
-      out, those of releases with a point in the graph first; the full tag is the tooltip.
+      out, the newest measured release's first, then those of releases with a point in the
+      graph; the full tag is the tooltip.
       A label starts at its release's line, or ends there where it would leave the graph. */
 (function () {
     "use strict";
@@ -84,10 +85,20 @@
             var left = x + width > graph.width() ? x - width : x;
             label.css("left", left + "px");
             var has_point = measured.some(function (m) { return Math.abs(m - x) < 1.5; });
-            labels.push({element: label, left: left, right: left + width, has_point: has_point});
+            labels.push({element: label, x: x, left: left, right: left + width,
+                         has_point: has_point});
+        });
+        /* the newest measured release first: at the right edge it ends at its line, and a
+           label placed before it there would crowd it out */
+        var newest = null;
+        $.each(labels, function (i, label) {
+            if (label.has_point && (newest === null || label.x > newest.x)) {
+                newest = label;
+            }
         });
         labels.sort(function (a, b) {
-            return (b.has_point - a.has_point) || (a.left - b.left);
+            return ((b === newest) - (a === newest)) || (b.has_point - a.has_point)
+                || (a.left - b.left);
         });
         var shown = [];
         $.each(labels, function (i, label) {
