@@ -501,3 +501,12 @@ def test_a_window_holding_a_zero_gives_no_step_and_no_error():
                                use_stats=False) == []
     steps = report.series_steps(key, series(4.0, 4.0, 9.0, 9.0), "unit", 2, 1.1, use_stats=False)
     assert [(s.before, s.after) for s in steps] == [("c1", "c2")]
+
+
+def test_a_verified_value_without_an_interval_says_it_was_steady(tmp_path):
+    (tmp_path / "m").mkdir()
+    step = _step("track_flops", "0.4.31", "0.4.35")
+    report.write_verified(str(tmp_path), "m", {report.step_id(step): {
+        "verdict": "confirmed", "ratio": 70.0, "values": [1e7, 7e8], "history_ratio": 70.0}})
+    rows = report._steps_table([step], 2, False, report.load_verified(str(tmp_path), "m"))
+    assert rows[2].rstrip(" |").rsplit("| ", 1)[-1] == "confirmed: A/B 70.00× (steady values)"

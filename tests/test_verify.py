@@ -32,3 +32,16 @@ def test_the_regex_selects_exactly_the_steps_case():
     assert re.search(regex, "bench_matmul.SquareMatmul.time_run('float32')")
     assert not re.search(regex, "bench_matmul.SquareMatmul.time_run('float64')")
     assert not re.search(regex, "bench_matmul.SquareMatmul.time_run_x('float32')")
+
+
+def test_a_steady_value_is_judged_by_its_ratio_a_missing_one_is_not_measured():
+    case = ab.Case({"name": "x", "type": "track", "params": []}, 0, "")
+    larger = ab.Verdict(case, "flops", 1e7, 7e8, None, "+")
+    assert verify.record(_step(True), larger, 1.1) == {
+        "verdict": "confirmed", "ratio": 70.0, "values": [1e7, 7e8], "history_ratio": 1.5}
+    assert verify.record(_step(False), larger, 1.1)["verdict"] == "opposite"
+    same = ab.Verdict(case, "flops", 1e7, 1e7, None, " ")
+    assert verify.record(_step(True), same, 1.1)["verdict"] == "noise"
+    failed = ab.Verdict(case, "flops", 1e7, None, None, "!")
+    assert verify.record(_step(True), failed, 1.1) == {"verdict": "not measured"}
+    assert verify.record(_step(True), None, 1.1) == {"verdict": "not measured"}

@@ -243,6 +243,8 @@ def _check_cell(step, verified):
     if found is None:
         return "—"
     if found["verdict"] in ("confirmed", "noise", "unresolved"):
+        if "low" not in found:  # a value the same in each side's processes: no interval
+            return f"{found['verdict']}: A/B {found['ratio']:.2f}× (steady values)"
         return (f"{found['verdict']}: A/B {found['ratio']:.2f}× "
                 f"({found['low']:.2f}–{found['high']:.2f})")
     return markdown.cell(found["verdict"])

@@ -67,15 +67,24 @@ def verify(history, *, top, conf_path, factor, work_dir, say=print):
                                 say=say)
         by_case = {v.case.name + v.case.params: v for v in comparison.verdicts}
         for step in steps:
-            v = by_case.get(step.key.benchmark + step.key.params)
-            if v is None or v.estimate is None:
-                found[report.step_id(step)] = {"verdict": "not measured"}
-                continue
-            found[report.step_id(step)] = {
-                "verdict": verdict(step, v, factor), "ratio": v.estimate.ratio,
+            found[report.step_id(step)] = record(step, by_case.get(step.key.benchmark
+                                                                   + step.key.params), factor)
+    return found
+
+
+def record(step, v, factor):
+    """What is kept of the A/B's verdict ``v`` (None: the A/B has no such case) on ``step``."""
+    if v is None or results.missing(v.before) or results.missing(v.after):
+        return {"verdict": "not measured"}
+    if v.estimate is not None:
+        return {"verdict": verdict(step, v, factor), "ratio": v.estimate.ratio,
                 "low": v.estimate.low, "high": v.estimate.high, "rounds": v.estimate.rounds,
                 "history_ratio": step.ratio}
-    return found
+    if not v.before:
+        return {"verdict": "not measured"}
+    # a value steady in each side's processes (FLOPs, a queue depth): ab judged its ratio
+    return {"verdict": verdict(step, v, factor), "ratio": v.after / v.before,
+            "values": [v.before, v.after], "history_ratio": step.ratio}
 
 
 def parse(argv):
