@@ -42,7 +42,7 @@ def fleet(tmp_path_factory):
     # the newest release the committed results measured: the two machines share a point
     measured = {json.load(open(os.path.join(tmp / "results", m, f)))["commit_hash"]
                 for m in first_machines for f in os.listdir(tmp / "results" / m)
-                if f != "machine.json"}
+                if f.endswith(".json") and f != "machine.json"}  # not the .jsonl records
     version, commit = [(v, c) for v, c in releases if c in measured][-1]
 
     conf = config(tmp, repo, profile="regular")
