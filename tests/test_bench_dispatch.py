@@ -127,6 +127,25 @@ def test_donation_consumes_each_input_and_the_loop_carries_on(fresh):
     bench.time_latency_100_calls("float32")
 
 
+def test_donated_inputs_are_placed_from_private_copies(fresh, monkeypatch):
+    placed = []
+    put = device.put
+
+    def recording_put(tree, target):
+        placed.extend(jax.tree_util.tree_leaves(tree))
+        return put(tree, target)
+
+    monkeypatch.setattr(device, "put", recording_put)
+    bench = _set_up(bench_dispatch.JitDonated)
+    host = bench.prepared.host_args[0]
+    before = host.copy()
+    assert placed and not any(np.shares_memory(leaf, host) for leaf in placed)
+    bench.time_latency_100_calls("float32")
+    bench.setup("float32")  # re-places the donated inputs, from copies again
+    assert not any(np.shares_memory(leaf, host) for leaf in placed)
+    np.testing.assert_array_equal(host, before)
+
+
 # ---- the other parameter combinations wait too ---------------------------------------------
 
 def _slow(fn):

@@ -28,7 +28,7 @@ import types
 
 import numpy as np
 
-from . import compat, compile_cache, device, monitor, platform, profiles
+from . import compat, compile_cache, data, device, monitor, platform, profiles
 
 DISPATCH_CALLS = 100
 
@@ -107,6 +107,8 @@ class Prepared:
     """One workload at one parameter combination, ready to time in this process."""
 
     def __init__(self, workload, params):
+        import jax
+
         self.workload = workload
         self.params = params
         self.profile = profiles.current()
@@ -121,7 +123,9 @@ class Prepared:
         self.program = _bound(workload.program, self.static)
         self.reference = (None if workload.reference is None
                           else _bound(workload.reference, self.static))
-        self.host_args = workload.inputs(self.profile, *params, dispatch=False)
+        # one address offset in every process: it decides whether device_put copies on CPU
+        self.host_args = jax.tree_util.tree_map(
+            data.at_fixed_address, workload.inputs(self.profile, *params, dispatch=False))
         self.args = workload.place(self.host_args, self.device)
         self.tiny_args = None
         if _has_phase(workload, "time_dispatch_100_calls", "time_latency_100_calls"):
