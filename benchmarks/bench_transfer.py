@@ -145,7 +145,7 @@ class Bandwidth(workload.Workload):
         Timed, per transfer: the host -> device copy and the wait. Not timed: freeing the
         copies (after all five are timed).
         """
-        host = self.prepared.host_args[0]
+        host = self.prepared.transfer_args[0]
         target = self.prepared.device
         if _aliases_host(host, target):
             workload.skip("device_put hands the device the host array's own memory here (jax "
@@ -160,7 +160,7 @@ class Bandwidth(workload.Workload):
         own memory (no copy: jax on CPU does this for arrays its alignment rule accepts; the
         host array starts 16 bytes past a 64-byte boundary, as malloc gives large buffers),
         0 when it copies. A fact of the release, not a speed."""
-        return int(_aliases_host(self.prepared.host_args[0], self.prepared.device))
+        return int(_aliases_host(self.prepared.transfer_args[0], self.prepared.device))
 
     track_to_device_aliases_host.unit = "aliasing"
 

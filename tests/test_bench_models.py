@@ -172,11 +172,11 @@ def test_device_put_aliasing_is_detected_and_reported_as_no_bandwidth(quick):
     assert not bench_transfer._aliases_host(_aligned(1 << 20, 16), target)
     bench = bench_transfer.Bandwidth()
     bench.setup("64MB")
-    bench.prepared.host_args = (_aligned(64 << 20, 0),)
+    bench.prepared.transfer_args = (_aligned(64 << 20, 0),)
     assert bench.track_to_device_aliases_host("64MB") == 1
     with pytest.raises(NotImplementedError, match="no bytes move"):
         bench.track_to_device_bytes_per_second("64MB")
-    bench.prepared.host_args = (_aligned(64 << 20, 16),)
+    bench.prepared.transfer_args = (_aligned(64 << 20, 16),)
     assert bench.track_to_device_aliases_host("64MB") == 0
     assert bench.track_to_device_bytes_per_second("64MB") > 0
 
@@ -206,12 +206,15 @@ def test_host_inputs_sit_where_device_put_copies_in_every_process(quick):
 
     bench = AlignedInput()
     bench.setup("1MB")
-    host = bench.prepared.host_args[0]
+    host = bench.prepared.transfer_args[0]
     assert host.ctypes.data % data.ALIGNMENT == data.ADDRESS_OFFSET
+    np.testing.assert_array_equal(host, bench.prepared.host_args[0])
     # jax 0.10.2 on CPU copies an array 16 bytes past a 64-byte boundary: time_to_device
     # times a copy whatever address malloc gave the input
     assert not bench_transfer._aliases_host(host, bench.prepared.device)
-    assert not np.shares_memory(np.asarray(bench.prepared.args[0]), host)
+    bench.time_to_device("1MB")
+    put = bench.prepared.kept[-1]
+    assert not np.shares_memory(np.asarray(jax.tree_util.tree_leaves(put)[0]), host)
 
 
 def test_to_device_frees_its_copies_in_the_next_setup_not_in_the_timed_call(quick):

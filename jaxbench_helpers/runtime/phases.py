@@ -103,11 +103,11 @@ class TransferPhases:
         Not timed: making the host inputs (setup), freeing the device copies (held until the
         next setup: freeing 64 MB inside the call would time returning pages to the OS).
         """
-        self.prepared.keep(device.put(self.prepared.host_args, self.prepared.device))
+        self.prepared.keep(device.put(self.prepared.transfer_args, self.prepared.device))
 
     # 2: the copies are freed in the next setup, no longer inside the timed call;
-    # 3: host inputs at one address offset (data.at_fixed_address): an aligned buffer made
-    # device_put alias instead of copy, in some processes and not others
+    # 3: the host inputs at one address offset (data.at_fixed_address): an aligned buffer
+    # made device_put alias instead of copy, in some processes and not others
     time_to_device.version = "3"
 
     @cold

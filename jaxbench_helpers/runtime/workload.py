@@ -123,9 +123,10 @@ class Prepared:
         self.program = _bound(workload.program, self.static)
         self.reference = (None if workload.reference is None
                           else _bound(workload.reference, self.static))
-        # one address offset in every process: it decides whether device_put copies on CPU
-        self.host_args = jax.tree_util.tree_map(
-            data.at_fixed_address, workload.inputs(self.profile, *params, dispatch=False))
+        self.host_args = workload.inputs(self.profile, *params, dispatch=False)
+        # what the to-device phases put: at one address offset in every process, since the
+        # address decides whether device_put copies on CPU
+        self.transfer_args = jax.tree_util.tree_map(data.at_fixed_address, self.host_args)
         self.args = workload.place(self.host_args, self.device)
         self.tiny_args = None
         if _has_phase(workload, "time_dispatch_100_calls", "time_latency_100_calls"):
