@@ -38,11 +38,15 @@ def _doubled(x):
     return x * 2
 
 
+def _shares_buffer(array, host):
+    """Whether the device array ``array`` and the NumPy array ``host`` are one buffer."""
+    pointer = getattr(array, "unsafe_buffer_pointer", None)
+    return pointer is not None and pointer() == host.__array_interface__["data"][0]
+
+
 def _aliases_host(host, target):
     """Whether ``device_put`` of ``host`` gives a device array over ``host``'s own memory."""
-    out = device.put(host, target)
-    pointer = getattr(out, "unsafe_buffer_pointer", None)
-    return pointer is not None and pointer() == host.__array_interface__["data"][0]
+    return _shares_buffer(device.put(host, target), host)
 
 
 def _host_copy_aliases(out):
@@ -50,9 +54,7 @@ def _host_copy_aliases(out):
     buffer (no copy)."""
     import jax
 
-    pointer = getattr(out, "unsafe_buffer_pointer", None)
-    host = jax.device_get(out)
-    return pointer is not None and pointer() == host.__array_interface__["data"][0]
+    return _shares_buffer(out, jax.device_get(out))
 
 
 def _median_seconds(transfers):

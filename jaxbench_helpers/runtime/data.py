@@ -12,8 +12,9 @@ SEED = 20231029
 # jax.device_put on CPU gives the device a NumPy array's own memory (no copy) when its address
 # suits XLA and copies it otherwise: 64-byte aligned from jax 0.4.35 (any 16-byte aligned one
 # before), 20 us against 100 us for 4 MB. Where malloc puts a buffer depends on what the process
-# allocated before, so every host input starts at one offset from a 64-byte boundary: 16 bytes,
-# where glibc puts a large allocation (a page plus its header), as a user's big arrays get.
+# allocated before, so what the to-device phases put starts at one offset from a 64-byte
+# boundary: 16 bytes, where glibc puts a large allocation (a page plus its header), as a user's
+# big arrays get.
 ALIGNMENT = 64
 ADDRESS_OFFSET = 16
 
