@@ -34,8 +34,14 @@ depending on the heap the process's history left (1-2 % of a dispatch count, so 
 a few samples moved by that much between processes, or when another class ran first); the
 least is the sample without that housekeeping, the same whatever ran before. The phases of
 many calls (dispatch, latency) get MANY_SAMPLES samples where they are cheap (under
-MANY_SAMPLES_BELOW instructions each), so that one of them misses the housekeeping; others
-DEFAULT_SAMPLES, and one where the first counts more than ONE_SAMPLE_ABOVE.
+MANY_SAMPLES_BELOW instructions each), so that one of them misses the housekeeping; trace and
+lower two, compile one (PHASE_SAMPLES); others DEFAULT_SAMPLES, and one where the first counts
+more than ONE_SAMPLE_ABOVE.
+
+The child counts a class's warm phases before its stages (a stage's setup clears JAX's caches,
+after which a warm phase's program would compile again), and freezes the garbage collector's
+view of what the class's first setup made (``gc.freeze``): the collection before every region
+then walks only what was made since, not all of JAX (0.1 s a region under valgrind).
 
 What a count costs: callgrind runs the counted code some 50 times slower, so the child
 counts every workload at the ``quick`` profile's sizes (COUNT_PROFILE), whatever the profile
@@ -88,6 +94,10 @@ UNCOUNTED_CALLS = {"time_trace": 3, "time_lower": 3}
 # samples per count (each one region; the count is the least), unless a class says otherwise
 # in ``count_samples``
 DEFAULT_SAMPLES = 3
+# ... but the stages fewer: a stage's samples agree within 0.1-0.4% in a process (their counts
+# move between processes, which more samples do not help), and each sample costs 1-15 s of
+# callgrind translating the compiler's code again; a compile is counted once
+PHASE_SAMPLES = {"time_trace": 2, "time_lower": 2, "time_compile": 1}
 # ... and for a phase of many calls (dispatch, latency) whose first sample counts less than
 # MANY_SAMPLES_BELOW: their allocations are where the allocator's housekeeping moves a count,
 # and a sample costs a second or less under callgrind
@@ -102,7 +112,9 @@ ONE_SAMPLE_ABOVE = 2_000_000_000
 CHILD_TIMEOUT = 1500
 BENCHMARK_TIMEOUT = CHILD_TIMEOUT + 120
 # bump when what the child counts, or how, changes: results of another version are recounted
-MECHANISM_VERSION = "2"
+# 3: warm phases before the stages, stages sampled fewer times (PHASE_SAMPLES), the collector
+# frozen after each class's setup
+MECHANISM_VERSION = "3"
 
 # the sizes every count is made at (see the module's docstring)
 COUNT_PROFILE = "quick"
@@ -151,14 +163,22 @@ def track_name(time_name):
     return f"track_{stem}_cpu_instructions", 1
 
 
+# Phases whose samples each take a fresh object from setup, which makes the next one and clears
+# JAX's caches: counted after every other phase of the class, since a program called after a
+# clear is compiled again (in setup, not counted, but 6-10 s of a model under valgrind)
+_CLEARING_PHASES = ("time_trace", "time_lower", "time_compile")
+
+
 def counted_phases(cls):
-    """The ``time_*`` phases of ``cls`` that it counts, in a fixed order."""
+    """The ``time_*`` phases of ``cls`` that it counts, in a fixed order: as listed, those of
+    _CLEARING_PHASES last."""
     wanted = cls.count_phases if cls.count_phases is not None else DEFAULT_PHASES
     missing = [name for name in wanted if not callable(getattr(cls, name, None))]
     if cls.count_phases is not None and missing:
         raise TypeError(f"{cls.__qualname__}.count_phases names {missing}, which the class "
                         "does not have; name time_* methods it has")
-    return [name for name in wanted if name not in missing]
+    return sorted((name for name in wanted if name not in missing),
+                  key=lambda name: name in _CLEARING_PHASES)
 
 
 def case_key(cls, params, time_name):
@@ -173,7 +193,8 @@ class Counts:
     Put it first in a workload class's bases. Class attributes that tune it:
     ``count_phases`` (the ``time_*`` names to count; default every one of DEFAULT_PHASES the
     class has), ``count_params`` (the parameter tuples to count; others are n/a; default all),
-    ``count_samples`` ({time name: samples}; default MANY_SAMPLES, DEFAULT_SAMPLES or one,
+    ``count_samples`` ({time name: samples}; default PHASE_SAMPLES, MANY_SAMPLES,
+    DEFAULT_SAMPLES or one,
     by the phase and the size of its first sample).
     """
 
@@ -637,6 +658,9 @@ def count_case(cls, params, counter):
     except Exception:
         error = traceback.format_exc()
         return {key: {"error": error} for key in keys.values()}
+    if in_child():  # not in a test's process, which lives on after the case
+        gc.collect()
+        gc.freeze()
     entries = {}
     try:
         for time_name in phases:
@@ -668,7 +692,7 @@ def _count_phase(instance, time_name, params, counter, skips):
             instance.setup(*params)
             method(*params)
         wanted = instance.count_samples.get(time_name)
-        target = wanted or DEFAULT_SAMPLES
+        target = wanted or PHASE_SAMPLES.get(time_name, DEFAULT_SAMPLES)
         while len(samples) < target:
             instance.setup(*params)  # asv's setup before every sample
             count, left_out = counter.region(
@@ -676,7 +700,7 @@ def _count_phase(instance, time_name, params, counter, skips):
             samples.append(count)
             excluded.append(left_out)
             if wanted is None and len(samples) == 1:
-                target = sample_count(count, calls)
+                target = sample_count(count, calls, target)
     except skips as err:
         return {"skip": str(err)}
     except Exception:
@@ -684,9 +708,9 @@ def _count_phase(instance, time_name, params, counter, skips):
     return {"count": min(samples) / calls, "samples": samples, "excluded": excluded}
 
 
-def sample_count(first, calls):
+def sample_count(first, calls, default=DEFAULT_SAMPLES):
     """How many samples a count takes, by its first sample's count and the calls it times."""
     if first > ONE_SAMPLE_ABOVE:
         return 1
-    return MANY_SAMPLES if calls > 1 and first < MANY_SAMPLES_BELOW else DEFAULT_SAMPLES
+    return MANY_SAMPLES if calls > 1 and first < MANY_SAMPLES_BELOW else default
 
