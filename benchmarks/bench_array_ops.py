@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxbench_helpers.runtime import data, phases, workload
+from jaxbench_helpers.runtime import counts, data, phases, workload
 
 
 def setup_cache():
@@ -82,7 +82,8 @@ def _distinct_rows(shape, dtype):
     return np.argsort(data.normal(shape, "float64"), axis=-1).astype(dtype)
 
 
-class ElementwiseChain(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
+class ElementwiseChain(counts.Counts, phases.RunPhase, phases.NumpyBaseline,
+                       workload.Workload):
     """A chain of 8 transcendental and arithmetic ops XLA fuses into one loop (512K elements):
     the fusion and vectorised-math canary."""
 
@@ -125,12 +126,14 @@ class SumOverAxis(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
         return (data.normal(_size(profile, "reduce"), dtype),)
 
 
-class MatmulShapes(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
+class MatmulShapes(counts.Counts, phases.RunPhase, phases.NumpyBaseline, workload.Workload):
     """jnp.matmul off the square path: matrix-vector (memory bound), batched 256x256 and
     many 8x8 products (the shapes where XLA:CPU dot emitters differ)."""
 
     params = [["float32"], ["gemv", "batched", "many_small"]]
     param_names = ["dtype", "shape"]
+    # the shape whose emitter moved most between releases (a batch of 8x8 dots)
+    count_params = [("float32", "many_small")]
 
     @staticmethod
     def program(a, b):

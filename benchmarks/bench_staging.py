@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxbench_helpers.runtime import compat, compile_cache, data, phases, workload
+from jaxbench_helpers.runtime import compat, compile_cache, counts, data, phases, workload
 
 
 def setup_cache():
@@ -46,12 +46,17 @@ KEPLER_MAX_ITERATIONS = 30
 KEPLER_TOLERANCE = 1e-4
 
 
-class AddChain(phases.StagePhases, workload.Workload):
+class AddChain(counts.Counts, phases.StagePhases, workload.Workload):
     """x + y repeated 10, 100 or 1000 times (JAX's tracing_benchmark equation chain): staging
     cost per equation, where a superlinear regression shows first."""
 
     params = [[10, 100, 1000]]
     param_names = ["equations"]
+    # one length: each stage's count grows with the chain, so one row shows a change per
+    # equation; the others would triple the child's time. Its compile is left to the seed
+    # matmul's and the MLP's counts: under callgrind it costs 30 s a commit
+    count_params = [(100,)]
+    count_phases = ("time_trace", "time_lower")
     # 2: the length is a static argument, no longer a zero-size third input, so tracing
     # flattens one argument fewer (about 6% less tracing at 10 equations); the lowered and
     # compiled programs are the same, but the version is the class's, so all three phases

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from jaxbench_helpers.runtime import data, device, monitor, phases, workload
+from jaxbench_helpers.runtime import counts, data, device, monitor, phases, workload
 
 
 def setup_cache():
@@ -69,12 +69,14 @@ def _median_seconds(transfers):
     return statistics.median(seconds)
 
 
-class ArrayTransfer(phases.TransferPhases, workload.Workload):
+class ArrayTransfer(counts.Counts, phases.TransferPhases, workload.Workload):
     """One float32 array, 1 KB to 64 MB, to the device (device_put) and back (device_get,
     np.asarray): the cost of feeding a model and reading its result."""
 
     params = [list(BYTES)]
     param_names = ["size"]
+    # JAX's work per transfer, not the copy's (which callgrind would run 50 times slower)
+    count_params = [("64KB",)]
 
     program = staticmethod(_doubled)
 
@@ -105,7 +107,7 @@ class ArrayTransfer(phases.TransferPhases, workload.Workload):
     time_np_asarray.version = "2"
 
 
-class PytreeTransfer(phases.TransferPhases, workload.Workload):
+class PytreeTransfer(counts.Counts, phases.TransferPhases, workload.Workload):
     """A pytree of 100 arrays of 1 KB to the device and back: the per-leaf overhead of moving
     a model's parameters or a batch of features."""
 
