@@ -87,6 +87,30 @@ def test_count_benchmarks_carry_what_asv_needs():
     assert not hasattr(track, "rounds")  # asv runs a track once whatever the class's rounds
 
 
+def test_asv_skips_the_parameters_not_counted_before_their_setup():
+    """Without running setup: at the run's sizes it costs seconds a case, for an n/a."""
+    from asv_runner.discovery import _get_benchmark
+
+    class TwoDtypes(counts.Counts, phases.RunPhase, _Tiny):
+        params = [["float32", "float64"]]
+        count_params = [("float32",)]
+        setups = []
+
+        def setup(self, *params):
+            self.setups.append(params)
+
+    assert TwoDtypes.track_run_cpu_instructions.skip_params == [("float64",)]
+    assert not hasattr(AllCounted.track_run_cpu_instructions, "skip_params")  # all counted
+    bench = _get_benchmark("track_run_cpu_instructions", sys.modules[__name__], TwoDtypes,
+                           TwoDtypes.track_run_cpu_instructions)
+    bench.set_param_idx(1)  # float64
+    assert bench.do_setup() is True  # skipped
+    assert TwoDtypes.setups == []
+    bench.set_param_idx(0)
+    assert bench.do_setup() is False
+    assert TwoDtypes.setups == [("float32",)]
+
+
 def test_a_count_of_a_phase_the_class_lacks_is_refused():
     with pytest.raises(TypeError, match="time_compile"):
         type("Wrong", (counts.Counts, phases.RunPhase, _Tiny),
