@@ -163,9 +163,9 @@ def track_name(time_name):
     return f"track_{stem}_cpu_instructions", 1
 
 
-# Phases whose samples each take a fresh object from setup, which makes the next one and clears
-# JAX's caches: counted after every other phase of the class, since a program called after a
-# clear is compiled again (in setup, not counted, but 6-10 s of a model under valgrind)
+# Phases whose every sample takes a fresh staged object, which the next setup replaces,
+# clearing JAX's caches: counted after the class's other phases, whose programs would compile
+# again after a clear (in setup: not counted, but 6-10 s for a model under valgrind)
 _CLEARING_PHASES = ("time_trace", "time_lower", "time_compile")
 
 
@@ -194,8 +194,7 @@ class Counts:
     ``count_phases`` (the ``time_*`` names to count; default every one of DEFAULT_PHASES the
     class has), ``count_params`` (the parameter tuples to count; others are n/a; default all),
     ``count_samples`` ({time name: samples}; default PHASE_SAMPLES, MANY_SAMPLES,
-    DEFAULT_SAMPLES or one,
-    by the phase and the size of its first sample).
+    DEFAULT_SAMPLES or one, by the phase and the size of its first sample).
     """
 
     count_phases = None
