@@ -77,8 +77,8 @@ class MLPTrainStep(counts.Counts, phases.RunPhase, phases.DispatchPhase, phases.
 
     params = [["float32"]]
     param_names = ["dtype"]
-    # the one model whose compile is counted: ~1 G instructions, 20 s a sample under callgrind
-    # (the others' are billions); one sample moved 1.8% between processes, three medians 0.4%
+    # the one model whose compile is counted: ~0.9 G instructions, 20-30 s a sample under
+    # callgrind (the others' are billions); a compile counts 885 M or, one time in four, 902 M
 
     @staticmethod
     def program(x, y, params):

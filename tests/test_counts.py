@@ -181,15 +181,16 @@ class _Recorder(counts.Counts, _Tiny):
 
 
 class _FakeCounter:
-    """Runs each region's call and answers the next count of a list."""
+    """Runs each region's call and answers the next total of a list."""
 
     def __init__(self, log, values):
-        self.log, self.values = log, iter(values)
+        self.log, self.values, self.regions = log, iter(values), 0
 
-    def region(self, call, label):
+    def region(self, call):
         self.log.append("region")
         call()
-        return next(self.values), 7
+        self.regions += 1
+        return [f"region-{self.regions}", f"callgrind.out.1.{self.regions}"], next(self.values)
 
 
 def _count_case(cls, values):
@@ -209,12 +210,12 @@ def test_each_phase_is_counted_as_asv_samples_it(monkeypatch):
     # trace: three uncounted calls (the interpreter specializes the tracing code first), then
     # two samples (a stage's samples agree in a process)
     assert calls[22:] == ["setup", "trace"] * 3 + ["setup", "region", "trace"] * 2
-    # the count is the least sample: the one without the allocator's occasional housekeeping
-    assert entries["time_run"] == {"count": 5, "samples": [5, 9, 7], "excluded": [7, 7, 7],
-                                   "wall_s": entries["time_run"]["wall_s"]}
-    assert entries["time_trace"]["count"] == 100
-    # the dispatch phase times 100 calls: its count is per call
-    assert entries["time_dispatch_100_calls"]["count"] == 9_000 / workload.DISPATCH_CALLS
+    # each sample's region and total; the parent makes the count from the dumps (settle)
+    assert entries["time_run"] == {
+        "regions": [["region-1", "callgrind.out.1.1"], ["region-2", "callgrind.out.1.2"],
+                    ["region-3", "callgrind.out.1.3"]],
+        "totals": [5, 9, 7], "wall_s": entries["time_run"]["wall_s"]}
+    assert entries["time_trace"]["totals"] == [300, 100]
 
 
 def test_the_stages_come_after_the_warm_phases_whatever_the_class_lists():
@@ -231,22 +232,20 @@ def test_a_cheap_phase_of_many_calls_takes_many_samples_others_three(monkeypatch
     cheap = [900, 950, 990, 970, 930, 960, 940, 980, 999]
     assert len(cheap) == counts.MANY_SAMPLES
     entries, _ = _count_case(_Recorder, [5, 9, 7, *cheap, 5_000, 4_000])
-    assert entries["time_run"]["samples"] == [5, 9, 7]  # one call, however cheap
-    assert entries["time_trace"]["samples"] == [5_000, 4_000]  # a stage: PHASE_SAMPLES
-    assert entries["time_trace"]["count"] == 4_000
-    assert entries["time_dispatch_100_calls"]["samples"] == cheap
-    assert entries["time_dispatch_100_calls"]["count"] == 900 / workload.DISPATCH_CALLS
+    assert entries["time_run"]["totals"] == [5, 9, 7]  # one call, however cheap
+    assert entries["time_trace"]["totals"] == [5_000, 4_000]  # a stage: PHASE_SAMPLES
+    assert entries["time_dispatch_100_calls"]["totals"] == cheap
     # above the limit, a phase of many calls takes three too
     entries, _ = _count_case(_Recorder, [5, 9, 7, 1_500, 1_200, 1_300, 5_000, 4_000])
-    assert entries["time_dispatch_100_calls"]["samples"] == [1_500, 1_200, 1_300]
+    assert entries["time_dispatch_100_calls"]["totals"] == [1_500, 1_200, 1_300]
 
 
 def test_a_phase_that_counts_above_the_limit_is_counted_once(monkeypatch):
     monkeypatch.setattr(counts, "ONE_SAMPLE_ABOVE", 1_000)
     monkeypatch.setattr(counts, "MANY_SAMPLES_BELOW", 0)
     entries, _ = _count_case(_Recorder, [5, 9, 7, 100_000, 2_000])
-    assert entries["time_dispatch_100_calls"]["samples"] == [100_000]
-    assert entries["time_trace"]["samples"] == [2_000]  # two by PHASE_SAMPLES, but above it
+    assert entries["time_dispatch_100_calls"]["totals"] == [100_000]
+    assert entries["time_trace"]["totals"] == [2_000]  # two by PHASE_SAMPLES, but above it
 
 
 def test_a_class_can_set_its_samples(monkeypatch):
@@ -256,7 +255,7 @@ def test_a_class_can_set_its_samples(monkeypatch):
         count_samples = {"time_run": 1}
 
     entries, _ = _count_case(Once, [5, 300, 100, 200, 1, 2, 3])
-    assert entries["time_run"]["samples"] == [5]
+    assert entries["time_run"]["totals"] == [5]
 
 
 def test_a_phase_that_skips_or_fails_gives_its_reason(monkeypatch):
@@ -273,7 +272,7 @@ def test_a_phase_that_skips_or_fails_gives_its_reason(monkeypatch):
     assert entries["time_trace"] == {"skip": "planted: no trace on this release",
                                      "wall_s": entries["time_trace"]["wall_s"]}
     assert "ValueError: planted dispatch failure" in entries["time_dispatch_100_calls"]["error"]
-    assert entries["time_run"]["count"] == 5
+    assert entries["time_run"]["totals"] == [5, 9, 7]
 
 
 # ---- callgrind's dump format ----------------------------------------------------------------
@@ -324,6 +323,58 @@ def test_a_dump_gives_each_function_its_own_instructions():
 def test_a_dump_that_does_not_add_up_is_an_error():
     with pytest.raises(counts.CountError, match="does not add up"):
         counts.parse_dump(DUMP.replace("totals: 560", "totals: 561").splitlines(True))
+
+
+def _dumps(folder, totals):
+    """Dumps of regions 1, 2, ...: DUMP with the jax::Call() line's own cost set so that each
+    dump's totals is the one given (its excluded functions: 510 instructions)."""
+    regions = []
+    for n, total in enumerate(totals, 1):
+        own = total - 560 + 20
+        text = (DUMP.replace("region-7", f"region-{n}").replace("0 20\n", f"0 {own}\n")
+                .replace("totals: 560", f"totals: {total}"))
+        (folder / f"callgrind.out.1.{n}").write_text(text)
+        regions.append([f"region-{n}", f"callgrind.out.1.{n}"])
+    return regions
+
+
+def test_the_child_reads_a_dumps_total_from_its_last_line(tmp_path):
+    region = _dumps(tmp_path, [561_234])[0]
+    assert counts.dump_totals(str(tmp_path / region[1])) == 561_234
+    (tmp_path / "cut").write_text(DUMP[:DUMP.index("totals:")])
+    with pytest.raises(counts.CountError, match="does not end with its totals"):
+        counts.dump_totals(str(tmp_path / "cut"))
+
+
+def test_settling_makes_each_count_the_least_sample_less_the_region_and_the_pool(tmp_path):
+    regions = _dumps(tmp_path, [600, 610, 600, 5_600, 9_600, 7_600, 400_600, 300_600])
+    run = json.dumps(["C", "time_run", ["'float32'"]])
+    dispatch = json.dumps(["C", "time_dispatch_100_calls", ["'float32'"]])
+    results = {"empty": regions[:3], "cases": {
+        run: {"regions": regions[3:6], "totals": [5_600, 9_600, 7_600], "wall_s": 1.0},
+        dispatch: {"regions": regions[6:], "totals": [400_600, 300_600], "wall_s": 1.0},
+        json.dumps(["C", "time_trace", ["'float32'"]]): {"skip": "planted", "wall_s": 0.0}}}
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    settled = counts.settle(results, str(tmp_path), str(keep))
+    # the empty region's own count (the median of three) and the thread pool's 510 come off
+    assert settled["baseline"] == 600 - 510
+    assert settled["cases"][run] == {"count": 5_000, "samples": [5_000, 9_000, 7_000],
+                                     "excluded": [510, 510, 510], "wall_s": 1.0}
+    # the least sample, per call of the 100 the phase times
+    assert settled["cases"][dispatch]["count"] == 300_000 / workload.DISPATCH_CALLS
+    assert "empty" not in settled
+    kept = sorted(os.listdir(keep))
+    assert len(kept) == 5 and kept[0].startswith("C.time_dispatch_100_calls_") and all(
+        name.endswith(".callgrind") for name in kept)
+
+
+def test_settling_refuses_a_dump_of_another_region(tmp_path):
+    regions = _dumps(tmp_path, [600, 600, 600, 900])
+    results = {"empty": regions[:3], "cases": {json.dumps(["C", "time_run", ["'x'"]]): {
+        "regions": [["region-9", regions[3][1]]], "totals": [900]}}}
+    with pytest.raises(counts.CountError, match="not the one of region-9"):
+        counts.settle(results, str(tmp_path))
 
 
 # ---- under valgrind ---------------------------------------------------------------------------

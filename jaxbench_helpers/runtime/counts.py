@@ -20,8 +20,10 @@ bases and every parameter combination, calls the class's own ``setup`` and then 
 ``time_*`` method inside a delimited region: instrumentation starts and the counters are zeroed
 just before the call and stop just after it (callgrind client requests, through a few lines of
 C compiled once per machine), so the import, setup and everything between regions cost no
-instrumentation and are not counted. Every count of the module goes to one JSON file there;
-later count benchmarks read it.
+instrumentation and are not counted. Each region leaves a callgrind dump; the child reads only
+its total, and the benchmark process reads the dumps once the child has ended (a dump parsed
+under valgrind cost 0.1 s). Every count of the module goes to one JSON file there; later count
+benchmarks read it.
 
 Each region is one sample, as asv times it: ``setup`` before every sample (it refills the
 fresh objects of cold phases), one uncounted call before the samples of every phase (asv's
@@ -33,10 +35,10 @@ consolidates its free lists (``malloc_consolidate``) inside some samples and not
 depending on the heap the process's history left (1-2 % of a dispatch count, so the median of
 a few samples moved by that much between processes, or when another class ran first); the
 least is the sample without that housekeeping, the same whatever ran before. The phases of
-many calls (dispatch, latency) get MANY_SAMPLES samples where they are cheap (under
-MANY_SAMPLES_BELOW instructions each), so that one of them misses the housekeeping; trace and
-lower two, compile one (PHASE_SAMPLES); others DEFAULT_SAMPLES, and one where the first counts
-more than ONE_SAMPLE_ABOVE.
+many calls (dispatch, latency) get MANY_SAMPLES samples where they are cheap (a region's
+total under MANY_SAMPLES_BELOW instructions), so that one of them misses the housekeeping; the
+stages two (PHASE_SAMPLES), a compile because it takes one of two counts at random; others
+DEFAULT_SAMPLES, and one where the first totals more than ONE_SAMPLE_ABOVE.
 
 The child counts a class's warm phases before its stages (a stage's setup clears JAX's caches,
 after which a warm phase's program would compile again), and freezes the garbage collector's
@@ -94,16 +96,19 @@ UNCOUNTED_CALLS = {"time_trace": 3, "time_lower": 3}
 # samples per count (each one region; the count is the least), unless a class says otherwise
 # in ``count_samples``
 DEFAULT_SAMPLES = 3
-# ... but the stages fewer: a stage's samples agree within 0.1-0.4% in a process (their counts
-# move between processes, which more samples do not help), and each sample costs 1-15 s of
-# callgrind translating the compiler's code again; a compile is counted once
-PHASE_SAMPLES = {"time_trace": 2, "time_lower": 2, "time_compile": 1}
-# ... and for a phase of many calls (dispatch, latency) whose first sample counts less than
-# MANY_SAMPLES_BELOW: their allocations are where the allocator's housekeeping moves a count,
-# and a sample costs a second or less under callgrind
+# ... but the stages fewer: a trace's or lower's samples agree within 0.1-0.4% in a process,
+# and each sample costs 1-30 s of callgrind translating the compiler's code again; a compile
+# takes one of two counts (the MLP's 885 M or 902 M, about one compile in four the higher, at
+# random within a process), so two samples, whose least is the lower count 15 times in 16
+PHASE_SAMPLES = {"time_trace": 2, "time_lower": 2, "time_compile": 2}
+# ... and for a phase of many calls (dispatch, latency) whose first sample's region totals
+# less than MANY_SAMPLES_BELOW (the thread pool's instructions included: the MLP's latency
+# counts 28.9 M and totals 32.2 M; the transformer's and the CNN's, above, total 61-67 M):
+# their allocations are where the allocator's housekeeping moves a count, and a sample costs
+# a second or less under callgrind
 MANY_SAMPLES = 9
-MANY_SAMPLES_BELOW = 30_000_000
-# a phase whose first sample counts more than this is counted once: another sample would cost
+MANY_SAMPLES_BELOW = 40_000_000
+# a phase whose first sample totals more than this is counted once: another sample would cost
 # a minute or more under callgrind (some 20-40 M instructions a second on a 2-core VM), and the
 # big phases (compiles of large programs, large runs) spread least
 ONE_SAMPLE_ABOVE = 2_000_000_000
@@ -114,14 +119,17 @@ BENCHMARK_TIMEOUT = CHILD_TIMEOUT + 120
 # bump when what the child counts, or how, changes: results of another version are recounted
 # 3: warm phases before the stages, stages sampled fewer times (PHASE_SAMPLES), the collector
 # frozen after each class's setup
-MECHANISM_VERSION = "3"
+# 4: the parent reads the dumps (the child's heap no longer holds their parsing), the first
+# sample's total (region and excluded functions included) decides the number of samples, a
+# compile takes two samples
+MECHANISM_VERSION = "4"
 
 # the sizes every count is made at (see the module's docstring)
 COUNT_PROFILE = "quick"
 
 RESULTS_FILE = "jaxbench-counts-{module}.json"
 _CHILD_ENV = "JAXBENCH_COUNTS_CHILD"
-# a folder: the child keeps every region's callgrind dump there, to see where a count moved
+# a folder: every region's callgrind dump is kept there, to see where a count moved
 KEEP_DUMPS_ENV = "JAXBENCH_COUNTS_DUMPS"
 _OUTPUT_TAIL = 4000
 
@@ -473,11 +481,25 @@ def run_child(module_name, key, *, classes=None, timeout=CHILD_TIMEOUT,
             failure = (f"the callgrind child counting {module_name} exited with status "
                        f"{returncode}" + ("" if results is None else " after writing counts"))
         else:
-            results["child_wall_s"] = round(wall, 1)
-            results["command"] = command[:command.index(sys.executable)]
-            return results
+            try:
+                results = settle(results, tmp, keep_dumps_folder())
+            except (CountError, OSError, ValueError, KeyError) as err:
+                failure = f"the dumps of the callgrind child counting {module_name}: {err}"
+            else:
+                results["child_wall_s"] = round(wall, 1)
+                results["settle_s"] = round(time.monotonic() - started - wall, 1)
+                results["command"] = command[:command.index(sys.executable)]
+                return results
         return {"key": key, "failure": f"{failure}; its output ended:\n{tail}",
                 "cases": {}, "child_wall_s": round(wall, 1)}
+
+
+def keep_dumps_folder():
+    """Where the dumps of every region are kept (KEEP_DUMPS_ENV), made if need be; or None."""
+    keep = os.environ.get(KEEP_DUMPS_ENV)
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    return keep or None
 
 
 # ---- the child: runs under callgrind ------------------------------------------------------------
@@ -495,9 +517,13 @@ EXCLUDED_FUNCTIONS = re.compile(r"^(Eigen::ThreadPoolTempl<|Eigen::RunQueue<)")
 
 
 class Counter:
-    """Counts delimited regions; works only inside a process under callgrind."""
+    """Counts delimited regions; works only inside a process under callgrind.
 
-    def __init__(self, shim, dumps, keep=None):
+    A region leaves its callgrind dump in ``dumps``; the child reads only the dump's total (its
+    last line), the parent reads the rest once the child has ended (``settle``): parsing a dump
+    under valgrind cost some 0.1 s, a tenth of a module's counting."""
+
+    def __init__(self, shim, dumps):
         import ctypes
 
         self._lib = ctypes.CDLL(shim)
@@ -507,19 +533,16 @@ class Counter:
         self._begin = self._lib.jaxbench_region_begin
         self._end = self._lib.jaxbench_region_end
         self._dumps = dumps
-        self._keep = keep
         self._seen = set(os.listdir(dumps))
         self._regions = 0
-        self.baseline = 0
         # the first region pays one-time costs (the first calls through ctypes); then the
         # empty region's count is the same every time
         self.region(_nothing)
-        self.baseline = statistics.median(self.region(_nothing)[0] for _ in range(3))
+        self.empty = [self.region(_nothing)[0] for _ in range(3)]
 
-    def region(self, call, label="empty"):
-        """Instructions ``call()`` executes, less the region's own (``baseline``) and less the
-        excluded functions' (returned second). With ``keep``, the dump stays there as
-        ``label``-N.callgrind, for callgrind_annotate."""
+    def region(self, call):
+        """Run ``call()`` in a region: (the region, [its name, its dump's file name]; the
+        region's total instructions, its own and the excluded functions' included)."""
         self._regions += 1
         name = f"region-{self._regions}"
         gc.collect()
@@ -530,30 +553,62 @@ class Counter:
         finally:
             self._end(name.encode())
             gc.enable()
-            total, excluded = self._read_dump(name, label)
-        return total - excluded - self.baseline, excluded
-
-    def _read_dump(self, name, label):
         new = sorted(set(os.listdir(self._dumps)) - self._seen)
         self._seen.update(new)
         dumps = [f for f in new if f.startswith("callgrind.out.")]
         if len(dumps) != 1:
             raise CountError(f"expected one callgrind dump for {name}, found {dumps}: is the "
                              "process under valgrind --tool=callgrind?")
-        path = os.path.join(self._dumps, dumps[0])
-        with open(path) as f:
-            dump = parse_dump(f)
-        if self._keep:
-            safe = re.sub(r"[^\w.,=-]+", "_", label)
-            shutil.move(path, os.path.join(self._keep, f"{safe}-{self._regions}.callgrind"))
-        else:
-            os.remove(path)
-        if dump["trigger"] != f"Client Request: {name}":
-            raise CountError(f"callgrind dump {dumps[0]} is not the one of {name} (trigger "
-                             f"{dump['trigger']!r})")
-        excluded = sum(cost for fn, cost in dump["self"].items()
-                       if EXCLUDED_FUNCTIONS.match(fn))
-        return dump["totals"], excluded
+        return [name, dumps[0]], dump_totals(os.path.join(self._dumps, dumps[0]))
+
+
+def dump_totals(path):
+    """A callgrind dump's total instructions, from its last line ("totals: N")."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - 200))
+        match = re.search(rb"^totals: (\d+)\s*\Z", f.read(), re.MULTILINE)
+    if match is None:
+        raise CountError(f"callgrind dump {path} does not end with its totals")
+    return int(match.group(1))
+
+
+def settle(results, dumps, keep=None):
+    """The child's results with counts: each sample's dump (in ``dumps``) read, the excluded
+    functions and the empty region's count taken out of it, the count the least sample (per
+    call). With ``keep``, every sample's dump moves there, named after its case, for
+    callgrind_annotate."""
+    regions = results.pop("empty")
+    results["baseline"] = statistics.median(total - left_out for total, left_out in (
+        _read_dump(dumps, *region) for region in regions))
+    for key, entry in results["cases"].items():
+        if "regions" not in entry:
+            continue
+        cls_name, time_name, params = json.loads(key)
+        label = f"{cls_name}.{time_name}({', '.join(params)})"
+        samples, excluded = [], []
+        for region in entry.pop("regions"):
+            total, left_out = _read_dump(dumps, *region)
+            samples.append(total - left_out - results["baseline"])
+            excluded.append(left_out)
+            if keep:
+                safe = re.sub(r"[^\w.,=-]+", "_", label)
+                shutil.move(os.path.join(dumps, region[1]),
+                            os.path.join(keep, f"{safe}-{region[0]}.callgrind"))
+        del entry["totals"]
+        entry.update(count=min(samples) / track_name(time_name)[1], samples=samples,
+                     excluded=excluded)
+    return results
+
+
+def _read_dump(folder, region, file_name):
+    """(instructions, those of the excluded functions) of one region's dump."""
+    with open(os.path.join(folder, file_name)) as f:
+        dump = parse_dump(f)
+    if dump["trigger"] != f"Client Request: {region}":
+        raise CountError(f"callgrind dump {file_name} is not the one of {region} (trigger "
+                         f"{dump['trigger']!r})")
+    excluded = sum(cost for fn, cost in dump["self"].items() if EXCLUDED_FUNCTIONS.match(fn))
+    return dump["totals"], excluded
 
 
 def parse_dump(lines):
@@ -609,15 +664,12 @@ def child_main(spec_path):
     # one CPU before jax starts (JAXBENCH_CPU_THREADS=1 does the rest: BLAS threads)
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     started = time.monotonic()
-    keep = os.environ.get(KEEP_DUMPS_ENV)
-    if keep:
-        os.makedirs(keep, exist_ok=True)
-    counter = Counter(spec["shim"], spec["dumps"], keep)
+    counter = Counter(spec["shim"], spec["dumps"])
     module = importlib.import_module(spec["module"])
     classes = [cls for cls in workload.workload_classes(module) if issubclass(cls, Counts)]
     if spec["classes"] is not None:
         classes = [cls for cls in classes if cls.__qualname__ in spec["classes"]]
-    results = {"key": spec["key"], "cases": {}, "baseline": counter.baseline,
+    results = {"key": spec["key"], "cases": {}, "empty": counter.empty,
                "class_wall_s": {}, "startup_s": round(time.monotonic() - started, 1)}
     for cls in classes:
         class_started = time.monotonic()
@@ -674,7 +726,7 @@ def count_case(cls, params, counter):
             entries[keys[time_name]] = entry
             # progress, so that a failure's output shows how far the child got
             print(f"counted {cls.__qualname__}.{time_name}{tuple(params)}: "
-                  f"{entry.get('samples', entry.get('skip', 'error'))} in {entry['wall_s']} s",
+                  f"{entry.get('totals', entry.get('skip', 'error'))} in {entry['wall_s']} s",
                   flush=True)
     finally:
         teardown = getattr(instance, "teardown", None)
@@ -686,7 +738,7 @@ def count_case(cls, params, counter):
 def _count_phase(instance, time_name, params, counter, skips):
     method = getattr(instance, time_name)
     calls = track_name(time_name)[1]
-    samples, excluded = [], []
+    regions, totals = [], []
     try:
         # uncounted calls first: asv warms a warm phase up before its samples; a cold phase's
         # first sample would find the caches that setup's warm-up just filled (a trace then
@@ -697,23 +749,24 @@ def _count_phase(instance, time_name, params, counter, skips):
             method(*params)
         wanted = instance.count_samples.get(time_name)
         target = wanted or PHASE_SAMPLES.get(time_name, DEFAULT_SAMPLES)
-        while len(samples) < target:
+        while len(regions) < target:
             instance.setup(*params)  # asv's setup before every sample
-            count, left_out = counter.region(
-                lambda: method(*params), f"{type(instance).__qualname__}.{time_name}{params}")
-            samples.append(count)
-            excluded.append(left_out)
-            if wanted is None and len(samples) == 1:
-                target = sample_count(count, calls, target)
+            region, total = counter.region(lambda: method(*params))
+            regions.append(region)
+            totals.append(total)
+            if wanted is None and len(totals) == 1:
+                target = sample_count(total, calls, target)
     except skips as err:
         return {"skip": str(err)}
     except Exception:
         return {"error": traceback.format_exc()}
-    return {"count": min(samples) / calls, "samples": samples, "excluded": excluded}
+    # the counts are made from the dumps by the parent (settle)
+    return {"regions": regions, "totals": totals}
 
 
 def sample_count(first, calls, default=DEFAULT_SAMPLES):
-    """How many samples a count takes, by its first sample's count and the calls it times."""
+    """How many samples a count takes, by its first sample's total instructions and the calls
+    it times."""
     if first > ONE_SAMPLE_ABOVE:
         return 1
     return MANY_SAMPLES if calls > 1 and first < MANY_SAMPLES_BELOW else default
