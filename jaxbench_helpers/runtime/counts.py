@@ -541,8 +541,8 @@ class Counter:
         self.empty = [self.region(_nothing)[0] for _ in range(3)]
 
     def region(self, call):
-        """Run ``call()`` in a region: (the region, [its name, its dump's file name]; the
-        region's total instructions, its own and the excluded functions' included)."""
+        """Run ``call()`` in a region. Returns [the region's name, its dump's file name] and the
+        region's total instructions (the region's own and the excluded functions' included)."""
         self._regions += 1
         name = f"region-{self._regions}"
         gc.collect()
