@@ -584,16 +584,15 @@ def settle(results, dumps, keep=None):
         if "regions" not in entry:
             continue
         cls_name, time_name, params = json.loads(key)
-        label = f"{cls_name}.{time_name}({', '.join(params)})"
+        label = re.sub(r"[^\w.,=-]+", "_", f"{cls_name}.{time_name}({', '.join(params)})")
         samples, excluded = [], []
         for region in entry.pop("regions"):
             total, left_out = _read_dump(dumps, *region)
             samples.append(total - left_out - results["baseline"])
             excluded.append(left_out)
             if keep:
-                safe = re.sub(r"[^\w.,=-]+", "_", label)
                 shutil.move(os.path.join(dumps, region[1]),
-                            os.path.join(keep, f"{safe}-{region[0]}.callgrind"))
+                            os.path.join(keep, f"{label}-{region[0]}.callgrind"))
         del entry["totals"]
         entry.update(count=min(samples) / track_name(time_name)[1], samples=samples,
                      excluded=excluded)
