@@ -6,6 +6,7 @@
     config    write an asv config pointed at another JAX repository
     publish   asv publish, plus the dashboard's libraries and its commit pages
     serve     show a published dashboard at http://127.0.0.1:8080/ (it works offline)
+    machine   this host's hardware, and which results/ names it may add results to
     install   the asv install step (pairs a jax checkout with a jaxlib)
     report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
     ab        interleaved A/B comparison of two commits: verdicts a noisy machine cannot fake
@@ -30,6 +31,7 @@ COMMANDS = {
     "config": "host.asvconf",
     "publish": "host.publish",
     "serve": "host.serve",
+    "machine": "host.machines",
     "install": "install.step",
     "report": "analysis.report",
     "ab": "host.ab",

@@ -1,8 +1,11 @@
-"""One machine name, one machine: a name whose machine.json describes other hardware is refused
-before any result is added under it, and the default name comes from the hardware.
+"""One machine name, one machine: a name whose machine.json describes other hardware, or whose
+hardware.txt names another processor, is refused before any result is added under it, and the
+default name comes from the hardware.
 
 The machine.json files here are written by asv itself (``asv machine`` and asv's Machine.save),
 one describing this host and one another machine; the committed machine's is read as it is.
+This host's processor is read from its own /proc/cpuinfo; other processors' from cpuinfo text
+as those processors' kernels write it.
 """
 
 import json
@@ -18,10 +21,11 @@ from jaxbench_helpers.common import machine, paths
 COMMITTED = os.path.join(paths.RESULTS, "cpu-2core-shared-vm", "machine.json")
 
 
-def asv_machine_json(tmp_path, name, **described):
+def asv_machine_json(tmp_path, name, keep=True, **described):
     """results/NAME/machine.json as asv writes it from its machine file: this host as the main
-    job describes it (``machine.record``), or ``asv machine --yes`` with ``described`` (cpu,
-    num_cpu, ram) for another machine; then asv's Machine.save."""
+    job describes it (``machine.record``, and its processor in hardware.txt unless not
+    ``keep``), or ``asv machine --yes`` with ``described`` (cpu, num_cpu, ram) for another
+    machine; then asv's Machine.save."""
     from asv.machine import Machine
 
     home = tmp_path / f"home-{name}"
@@ -37,6 +41,8 @@ def asv_machine_json(tmp_path, name, **described):
     found = Machine.load(machine_name=name, _path=str(home / ".asv-machine.json"),
                          use_defaults=True)
     found.save(str(results))
+    if not described and keep:
+        machine.keep_hardware(name, str(results))  # as the main job does before its first run
     return results, json.load(open(results / name / "machine.json"))
 
 
@@ -86,17 +92,18 @@ def test_a_name_without_recorded_hardware_is_refused(tmp_path):
 
 
 def test_the_committed_machine_is_judged_by_its_hardware():
+    """Its results predate hardware.txt: other hardware is refused by machine.json, a host of
+    the same description is asked to adopt it, since another processor can say the same."""
     recorded = json.load(open(COMMITTED))
     found = machine.facts()
     same = not machine.differences(recorded, found)
     assert same == (recorded["cpu"].startswith(found["cpu"])
                     and recorded["num_cpu"] == found["num_cpu"]
                     and abs(int(recorded["ram"]) - int(found["ram"])) <= 0.03 * int(found["ram"]))
-    if same:
+    assert machine.read_hardware(os.path.dirname(COMMITTED)) is None
+    with pytest.raises(machine.MachineMismatch,
+                       match="made before jaxbench kept" if same else "Intel"):
         machine.check("cpu-2core-shared-vm", paths.RESULTS)
-    else:
-        with pytest.raises(machine.MachineMismatch, match="Intel"):
-            machine.check("cpu-2core-shared-vm", paths.RESULTS)
 
 
 @pytest.mark.parametrize("cpu, words", [
@@ -144,3 +151,138 @@ def test_describing_a_name_refuses_another_machines_name(tmp_path):
                                   num_cpu=64, ram=2**40)
     with pytest.raises(machine.MachineMismatch, match="describes another machine"):
         machine.ensure_described("other-box", str(results))
+
+
+# the first processor of /proc/cpuinfo as other processors' kernels write it (fields cut short)
+XEON_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 85
+model name\t: Intel(R) Xeon(R) Processor
+stepping\t: 7
+cache size\t: 16384 KB
+flags\t\t: fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2 bmi1 bmi2 avx512f avx512bw \
+hypervisor md_clear
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+"""
+GRAVITON_CPUINFO = """processor\t: 0
+BogoMIPS\t: 243.75
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid sve
+CPU implementer\t: 0x41
+CPU architecture: 8
+CPU variant\t: 0x1
+CPU part\t: 0xd40
+CPU revision\t: 1
+"""
+
+
+def test_identity_of_other_processors_from_their_cpuinfo(tmp_path):
+    xeon, graviton = tmp_path / "xeon", tmp_path / "graviton"
+    xeon.write_text(XEON_CPUINFO)
+    graviton.write_text(GRAVITON_CPUINFO)
+    assert machine.identity(str(xeon)) == {
+        "vendor": "GenuineIntel", "family": "6", "model": "85", "stepping": "7",
+        "cache": "16384 KB",
+        "isa": "avx avx2 avx512bw avx512f bmi1 bmi2 f16c fma sse sse2 sse4_1 sse4_2 ssse3"}
+    assert machine.identity(str(graviton)) == {
+        "implementer": "0x41", "architecture": "8", "variant": "0x1", "part": "0xd40",
+        "revision": "1", "isa": "asimd asimdhp sve"}
+    assert machine.identity(str(tmp_path / "absent")) == {}
+
+
+def test_identity_of_this_host_agrees_with_lscpu():
+    here = machine.identity()
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    fields = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    if "vendor" in here:  # x86
+        assert here["vendor"] == fields["Vendor ID"]
+        assert here["family"] == fields["CPU family"] and here["model"] == fields["Model"]
+        assert here["stepping"] == fields["Stepping"]
+    assert set(here["isa"].split()) <= set(fields["Flags"].split())
+    assert here["isa"] and "hypervisor" not in here["isa"]
+
+
+def test_a_processor_other_than_the_kept_one_is_refused_under_the_same_model_name(tmp_path):
+    results, _ = asv_machine_json(tmp_path, "this-host")
+    here = machine.identity()
+    assert machine.read_hardware(str(results / "this-host")) == here
+    machine.check("this-host", str(results))
+    other = dict(here, family="23", model="49", isa="avx avx2 fma")
+    with pytest.raises(machine.MachineMismatch) as refused:
+        machine.check("this-host", str(results), hardware=other)
+    message = str(refused.value)
+    assert "names another processor" in message
+    assert f"family {here['family']!r}, here '23'" in message
+    assert f"--machine {machine.default_name()}" in message
+    # where the model name gives the default name already, the suggestion carries the family
+    with pytest.raises(machine.MachineMismatch) as refused:
+        machine.check(machine.default_name(), str(_copy_as(results, "this-host",
+                                                           machine.default_name())),
+                      hardware=other)
+    assert "--machine " + machine.distinct_name(hardware=other) in str(refused.value)
+    assert "-f23m49-" in machine.distinct_name(hardware=other)
+
+
+def _copy_as(results, name, new):
+    import shutil
+
+    shutil.copytree(results / name, results / new)
+    recorded = json.loads((results / new / "machine.json").read_text())
+    (results / new / "machine.json").write_text(json.dumps(dict(recorded, machine=new)))
+    return results
+
+
+def test_results_made_before_the_processor_was_kept_are_refused_until_adopted(tmp_path):
+    results, _ = asv_machine_json(tmp_path, "old-box", keep=False)
+    with pytest.raises(machine.MachineMismatch) as refused:
+        machine.check("old-box", str(results))
+    message = str(refused.value)
+    assert "made before jaxbench kept the processor's identity" in message
+    command = f"python3 -m jaxbench_helpers machine --adopt old-box --results-dir {results}"
+    assert command in message
+    before = (results / "old-box" / "machine.json").read_bytes()
+    proc = subprocess.run([sys.executable, *command.split()[1:]], cwd=paths.ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "is this host's" in proc.stdout
+    assert machine.read_hardware(str(results / "old-box")) == machine.identity()
+    assert (results / "old-box" / "machine.json").read_bytes() == before
+    machine.check("old-box", str(results))
+    # the listing says which names this host may add to
+    proc = subprocess.run([sys.executable, "-m", "jaxbench_helpers", "machine",
+                           "--results-dir", str(results)], cwd=paths.ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "old-box: this host" in proc.stdout, proc.stderr
+
+
+def test_adopting_is_refused_for_other_hardware_and_never_overwrites(tmp_path):
+    results, _ = asv_machine_json(tmp_path, "other-box", cpu="Some Other CPU 9000",
+                                  num_cpu=64, ram=2**40)
+    with pytest.raises(machine.MachineMismatch, match="made on other hardware"):
+        machine.adopt("other-box", str(results))
+    assert machine.read_hardware(str(results / "other-box")) is None
+    with pytest.raises(machine.MachineMismatch, match="nothing to adopt"):
+        machine.adopt("no-such-box", str(results))
+    (tmp_path / "kept").mkdir()
+    results, _ = asv_machine_json(tmp_path / "kept", "this-host")
+    kept = dict(machine.identity(), stepping="99")
+    machine.write_hardware(str(results / "this-host"), kept)
+    with pytest.raises(machine.MachineMismatch, match="names another processor"):
+        machine.adopt("this-host", str(results))
+    assert machine.read_hardware(str(results / "this-host")) == kept
+
+
+def test_verify_refuses_to_record_verdicts_under_another_machines_name(tmp_path, capsys):
+    from jaxbench_helpers.selftest import verify
+
+    results, _ = asv_machine_json(tmp_path, "other-box", cpu="Some Other CPU 9000",
+                                  num_cpu=64, ram=2**40)
+    before = sorted(os.listdir(results / "other-box"))
+    rc = verify.main(["--results-dir", str(results), "--machine", "other-box",
+                      "--work-dir", str(tmp_path / "work")])
+    assert rc == 1
+    assert "describes another machine" in capsys.readouterr().err
+    assert sorted(os.listdir(results / "other-box")) == before

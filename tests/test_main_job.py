@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from jaxbench_helpers.common import paths, quiet
+from jaxbench_helpers.common import machine, paths, quiet
 from jaxbench_helpers.host import dashboard, history
 
 pytestmark = pytest.mark.slow
@@ -36,6 +36,8 @@ def test_main_job_benchmarks_the_newest_release_and_publishes(tmp_path):
     (record,) = quiet.read_records(str(results / "ci-main" / quiet.RECORD_NAME))
     assert record.command == "main" and record.allowed_busy in (True, False)
     assert "jaxbench: machine during 'main':" in out
+    # the processor that made them, kept beside them (again, not where asv reads results)
+    assert machine.read_hardware(str(results / "ci-main")) == machine.identity()
     runs = [json.load(open(results / "ci-main" / f)) for f in files]
     assert [r["commit_hash"] for r in runs] == [newest]
     assert [r["python"] for r in runs] == [python]

@@ -5,6 +5,12 @@ Machines of one kind are not all the same hardware (a fresh VM of the kind that 
 results/cpu-2core-shared-vm, an Intel Xeon, can be an AMD EPYC), and asv would plot their
 figures as one series. So the default name is made from the hardware, and before results are
 added under a name, that name's ``machine.json`` must describe this host.
+
+The model name is not enough: two VMs of one kind both say "AMD EPYC" and are different
+processors (family 25 model 17 with AVX-512 ran the suite 1.5-2x slower than the one that made
+the committed history). XLA compiles for the host's instruction set, so even the instruction
+counts differ between them. The processor's identity (vendor, family, model, stepping, cache,
+vector instruction set) is kept beside the results in ``hardware.txt`` and must match too.
 """
 
 import contextlib
@@ -18,6 +24,23 @@ from .asvconfig import ConfigError
 # the memory a VM reports moves by a few MiB between boots of the same kind
 RAM_TOLERANCE = 0.03
 
+# beside machine.json, which asv rewrites from its machine file on every run (and every key of
+# which becomes a parameter of each result, splitting the dashboard's series); not .json, which
+# asv would try to read as a result
+HARDWARE_FILE = "hardware.txt"
+
+# /proc/cpuinfo's fields that tell processors apart when the model name does not: x86, then Arm
+IDENTITY_FIELDS = {
+    "vendor_id": "vendor", "cpu family": "family", "model": "model", "stepping": "stepping",
+    "cache size": "cache",
+    "CPU implementer": "implementer", "CPU architecture": "architecture",
+    "CPU variant": "variant", "CPU part": "part", "CPU revision": "revision",
+}
+# the extensions that change the code XLA generates and the BLAS kernels picked; other flags
+# (mitigations, virtualisation) vary with the hypervisor, not the processor
+ISA_PREFIXES = ("sse", "ssse3", "avx", "amx", "fma", "f16c", "bmi", "vaes", "vpclmulqdq",
+                "gfni", "asimd", "sve", "sme")
+
 
 class MachineMismatch(ConfigError):
     """A machine name whose recorded hardware is not this host's."""
@@ -28,6 +51,55 @@ def facts():
     from asv.machine import Machine
 
     return Machine.get_defaults()
+
+
+def identity(cpuinfo="/proc/cpuinfo"):
+    """The processor beyond its model name, from the first processor in ``cpuinfo``: vendor,
+    family, model, stepping, cache and ``isa`` (its vector extensions); {} where there is no
+    /proc/cpuinfo (macOS), so nothing is compared there."""
+    try:
+        with open(cpuinfo) as f:
+            first = f.read().strip().split("\n\n")[0]
+    except OSError:
+        return {}
+    fields = {}
+    for line in first.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    found = {name: fields[key] for key, name in IDENTITY_FIELDS.items() if fields.get(key)}
+    flags = (fields.get("flags") or fields.get("Features") or "").split()
+    found["isa"] = " ".join(sorted(f for f in flags if f.startswith(ISA_PREFIXES)))
+    return found
+
+
+def read_hardware(folder):
+    """The identity kept in ``folder``/hardware.txt, or None where there is none."""
+    try:
+        with open(os.path.join(folder, HARDWARE_FILE)) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    kept = {}
+    for line in lines:
+        if line.strip() and not line.startswith("#"):
+            key, _, value = line.partition(":")
+            kept[key.strip()] = value.strip()
+    return kept
+
+
+def write_hardware(folder, hardware):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, HARDWARE_FILE), "w") as f:
+        f.write("# The processor that made the results in this folder; jaxbench adds results "
+                "here only from\n# the same one (python3 -m jaxbench_helpers machine).\n")
+        f.writelines(f"{key}: {value}\n" for key, value in hardware.items())
+
+
+def describe_hardware(hardware):
+    shown = ", ".join(f"{key} {value}" for key, value in hardware.items() if key != "isa")
+    isa = hardware.get("isa", "")
+    widest = [f for f in isa.split() if f in ("avx512f", "avx2", "amx_tile", "sve", "asimd")]
+    return shown + (f", {' '.join(widest) or 'no AVX2'}" if isa else "")
 
 
 def _cpu_words(cpu):
@@ -42,6 +114,18 @@ def default_name(found=None, platform="cpu"):
     found = found or facts()
     gib = round(int(found["ram"]) / 2**30)
     return f"{platform}-{found['num_cpu']}core-{_cpu_words(found['cpu'])}-{gib}gb"
+
+
+def distinct_name(found=None, hardware=None, platform="cpu"):
+    """The default name with the processor's family and model in it ('cpu-2core-amd-epyc-f25m17
+    -24gb'): the name to suggest where the default one is taken by other hardware."""
+    found = found or facts()
+    hardware = identity() if hardware is None else hardware
+    name = default_name(found, platform)
+    if "family" in hardware and "model" in hardware:
+        head, _, memory = name.rpartition("-")
+        return f"{head}-f{hardware['family']}m{hardware['model']}-{memory}"
+    return name + "-2"
 
 
 def machine_name(given=None):
@@ -76,30 +160,97 @@ def differences(recorded, found):
     return found_differences
 
 
-def check(name, results_dir, found=None):
+def _suggestion(name, found, hardware):
+    for candidate in (default_name(found), distinct_name(found, hardware)):
+        if candidate != name:
+            return candidate
+    return name + "-2"
+
+
+def check(name, results_dir, found=None, hardware=None):
     """Refuse (MachineMismatch) to add results under ``name`` in ``results_dir`` when its
-    machine.json describes other hardware than this host (or ``found``)."""
-    path = os.path.join(results_dir, name, "machine.json")
+    machine.json describes other hardware than this host (or ``found``), when its hardware.txt
+    names another processor than this one (or ``hardware``, as ``identity()``), or when it has
+    results but no hardware.txt (made before jaxbench kept one: ``adopt`` it once)."""
+    folder = os.path.join(results_dir, name)
+    path = os.path.join(folder, "machine.json")
     try:
         with open(path) as f:
             recorded = json.load(f)
     except FileNotFoundError:
-        return
+        recorded = None
     except (OSError, ValueError) as err:
         raise MachineMismatch(f"cannot read {path} ({err}); repair it or pick another "
                               "--machine name") from None
-    found = found or facts()
-    mismatch = differences(recorded, found)
-    if not mismatch:
+    kept = read_hardware(folder)
+    if recorded is None and kept is None:
         return
-    suggestion = default_name(found)
-    if suggestion == name:
-        suggestion += "-2"
-    raise MachineMismatch(
-        f"{path} describes another machine: {describe(recorded)}; this host is "
-        f"{describe(found)} ({'; '.join(mismatch)}). Figures of different hardware must not "
-        f"share a name, or asv plots them as one series: pass --machine {suggestion} (made "
-        "from this host's hardware) or another new name")
+    found = found or facts()
+    hardware = identity() if hardware is None else hardware
+    suggestion = _suggestion(name, found, hardware)
+    if recorded is not None:
+        mismatch = differences(recorded, found)
+        if mismatch:
+            raise MachineMismatch(
+                f"{path} describes another machine: {describe(recorded)}; this host is "
+                f"{describe(found)} ({'; '.join(mismatch)}). Figures of different hardware must "
+                f"not share a name, or asv plots them as one series: pass --machine {suggestion}"
+                " (made from this host's hardware) or another new name")
+    if not hardware:
+        return  # no /proc/cpuinfo: the model name, cores and memory are all there is
+    if kept is None:
+        raise MachineMismatch(
+            f"{folder} holds results made before jaxbench kept the processor's identity "
+            f"({HARDWARE_FILE}), and processors that differ report the same model name "
+            f"{found['cpu']!r}. This host: {describe_hardware(hardware)}. If this host made "
+            f"those results, say so once: python3 -m jaxbench_helpers machine --adopt {name}"
+            f"{_results_dir_option(results_dir)}; otherwise pass --machine {suggestion}")
+    changed = [f"{key} {kept.get(key, '-')!r}, here {hardware.get(key, '-')!r}"
+               for key in sorted(set(kept) | set(hardware)) if kept.get(key) != hardware.get(key)]
+    if changed:
+        raise MachineMismatch(
+            f"{os.path.join(folder, HARDWARE_FILE)} names another processor than this host's "
+            f"({'; '.join(changed)}). Figures of different processors must not share a name: "
+            f"pass --machine {suggestion} or another new name")
+
+
+def _results_dir_option(results_dir):
+    from . import paths
+
+    same = os.path.abspath(results_dir) == os.path.abspath(paths.RESULTS)
+    return "" if same else f" --results-dir {results_dir}"
+
+
+def keep_hardware(name, results_dir, hardware=None):
+    """Keep this host's processor beside ``name``'s results unless it is kept already; call after
+    ``check`` passed, before results are added."""
+    folder = os.path.join(results_dir, name)
+    hardware = identity() if hardware is None else hardware
+    if hardware and read_hardware(folder) is None:
+        write_hardware(folder, hardware)
+
+
+def adopt(name, results_dir, found=None, hardware=None):
+    """Keep this host's processor beside results made before jaxbench kept one, on the word of
+    whoever runs it that this host made them. The model name, cores and memory must still match;
+    a name whose processor is kept already is checked, never overwritten."""
+    folder = os.path.join(results_dir, name)
+    if not os.path.exists(os.path.join(folder, "machine.json")):
+        raise MachineMismatch(f"{folder} holds no results (no machine.json): nothing to adopt; "
+                              "a new name keeps its processor on its first run")
+    hardware = identity() if hardware is None else hardware
+    if not hardware:
+        raise MachineMismatch("this host has no /proc/cpuinfo: there is no processor identity "
+                              "to keep")
+    if read_hardware(folder) is None:
+        with open(os.path.join(folder, "machine.json")) as f:
+            recorded = json.load(f)
+        mismatch = differences(recorded, found or facts())
+        if mismatch:
+            raise MachineMismatch(f"{folder} was made on other hardware ({'; '.join(mismatch)})"
+                                  ": it cannot be this host's")
+        write_hardware(folder, hardware)
+    check(name, results_dir, found, hardware)
 
 
 def record(name, note="", path="~/.asv-machine.json"):

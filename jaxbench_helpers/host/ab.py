@@ -621,6 +621,7 @@ def main(argv=None):
     os.environ.update(item.split("=", 1) for item in args.env)
     try:
         conf_path = args.config or default_config()
+        asvconfig.read(conf_path)  # a missing config is named before the machine is judged
         work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-ab-"))
         ensure_described(machine)
         with quiet.timing_session("ab", allow_busy=args.allow_busy, say=say,

@@ -88,6 +88,7 @@ def main(argv=None):
     try:
         # before anything runs: results of other hardware must not join this name's
         machine.check(name, args.results_dir)
+        machine.keep_hardware(name, args.results_dir)
         plan = dict(history.python_plan(first=FIRST_RELEASE))
         releases = history.build(paths.HISTORY_REPO, first=FIRST_RELEASE)
         if args.commits:

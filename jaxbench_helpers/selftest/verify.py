@@ -24,6 +24,7 @@ import tempfile
 
 from ..analysis import report, results
 from ..common import asvconfig, paths, quiet
+from ..common.machine import check as check_machine
 from ..host import ab, asvconf
 
 
@@ -118,6 +119,8 @@ def main(argv=None):
 
     try:
         machine = results.pick_machine(args.results_dir, args.machine)
+        # its verdicts are recorded under the machine's name: they must be that machine's
+        check_machine(machine, args.results_dir)
         history = report.history(args.results_dir, machine, args.repo, args.branch,
                                  args.window, args.factor)
         work_dir = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="jaxbench-verify-"))
