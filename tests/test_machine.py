@@ -256,6 +256,13 @@ def test_results_made_before_the_processor_was_kept_are_refused_until_adopted(tm
                            "--results-dir", str(results)], cwd=paths.ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "old-box: this host" in proc.stdout, proc.stderr
+    # and on the project's own results/, whose folder holds reports beside the machines' folders
+    proc = subprocess.run([sys.executable, "-m", "jaxbench_helpers", "machine"], cwd=paths.ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # its machines predate hardware.txt: none is this host's until adopted
+    assert "cpu-2core-shared-vm: not from this host" in proc.stdout
+    assert f"default name: {machine.machine_name()}" in proc.stdout
 
 
 def test_adopting_is_refused_for_other_hardware_and_never_overwrites(tmp_path):
@@ -286,3 +293,19 @@ def test_verify_refuses_to_record_verdicts_under_another_machines_name(tmp_path,
     assert rc == 1
     assert "describes another machine" in capsys.readouterr().err
     assert sorted(os.listdir(results / "other-box")) == before
+
+
+def test_the_name_suggested_is_one_this_host_may_use(tmp_path):
+    """Refused under another machine's name, this host is not sent to its default name where
+    that name is itself refused (results made before hardware.txt, say)."""
+    results, _ = asv_machine_json(tmp_path, machine.default_name(), keep=False)
+    (tmp_path / "other").mkdir()
+    other, _ = asv_machine_json(tmp_path / "other", "other-box", cpu="Some Other CPU 9000",
+                                num_cpu=64, ram=2**40)
+    os.rename(other / "other-box", results / "other-box")
+    with pytest.raises(machine.MachineMismatch) as refused:
+        machine.check("other-box", str(results))
+    suggested = re.search(r"--machine (\S+)", str(refused.value)).group(1)
+    assert suggested == machine.distinct_name()
+    assert suggested != machine.default_name()
+    machine.check(suggested, str(results))  # a new name: nothing there to refuse it

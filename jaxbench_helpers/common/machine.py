@@ -77,7 +77,7 @@ def read_hardware(folder):
     try:
         with open(os.path.join(folder, HARDWARE_FILE)) as f:
             lines = f.read().splitlines()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     kept = {}
     for line in lines:
@@ -160,11 +160,27 @@ def differences(recorded, found):
     return found_differences
 
 
-def _suggestion(name, found, hardware):
-    for candidate in (default_name(found), distinct_name(found, hardware)):
-        if candidate != name:
+def _suggestion(name, results_dir, found, hardware):
+    """A name this host may add results to: the default one, else one with the processor's
+    family and model in it, else that with '-2'."""
+    distinct = distinct_name(found, hardware)
+    for candidate in (default_name(found), distinct, distinct + "-2"):
+        if candidate != name and _usable(candidate, results_dir, found, hardware):
             return candidate
-    return name + "-2"
+    return distinct + "-3"
+
+
+def _usable(name, results_dir, found, hardware):
+    folder = os.path.join(results_dir, name)
+    kept = read_hardware(folder)
+    try:
+        with open(os.path.join(folder, "machine.json")) as f:
+            recorded = json.load(f)
+    except FileNotFoundError:
+        return kept is None or kept == hardware
+    except (OSError, ValueError):
+        return False
+    return not differences(recorded, found) and (kept == hardware or not hardware)
 
 
 def check(name, results_dir, found=None, hardware=None):
@@ -187,7 +203,7 @@ def check(name, results_dir, found=None, hardware=None):
         return
     found = found or facts()
     hardware = identity() if hardware is None else hardware
-    suggestion = _suggestion(name, found, hardware)
+    suggestion = _suggestion(name, results_dir, found, hardware)
     if recorded is not None:
         mismatch = differences(recorded, found)
         if mismatch:

@@ -47,10 +47,11 @@ def main(argv=None):
     print(f"this host: {machine.describe(found)}; "
           f"{machine.describe_hardware(hardware) or 'no /proc/cpuinfo'}")
     print(f"default name: {machine.machine_name()}")
-    names = sorted(d for d in os.listdir(args.results_dir)
-                   if os.path.exists(os.path.join(args.results_dir, d, "machine.json"))
-                   or machine.read_hardware(os.path.join(args.results_dir, d)) is not None
-                   ) if os.path.isdir(args.results_dir) else []
+    folders = sorted(os.listdir(args.results_dir)) if os.path.isdir(args.results_dir) else []
+    # a name's folder holds asv's machine.json, or only hardware.txt after a failed first run
+    names = [d for d in folders
+             if os.path.isfile(os.path.join(args.results_dir, d, "machine.json"))
+             or machine.read_hardware(os.path.join(args.results_dir, d)) is not None]
     for name in names:
         print(status(name, args.results_dir, found, hardware))
     return 0
