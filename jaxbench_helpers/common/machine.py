@@ -165,29 +165,15 @@ def _suggestion(name, results_dir, found, hardware):
     family and model in it, else that with '-2'."""
     distinct = distinct_name(found, hardware)
     for candidate in (default_name(found), distinct, distinct + "-2"):
-        if candidate != name and _usable(candidate, results_dir, found, hardware):
+        if candidate != name and _refusal(candidate, results_dir, found, hardware) is None:
             return candidate
     return distinct + "-3"
 
 
-def _usable(name, results_dir, found, hardware):
-    folder = os.path.join(results_dir, name)
-    kept = read_hardware(folder)
-    try:
-        with open(os.path.join(folder, "machine.json")) as f:
-            recorded = json.load(f)
-    except FileNotFoundError:
-        return kept is None or kept == hardware
-    except (OSError, ValueError):
-        return False
-    return not differences(recorded, found) and (kept == hardware or not hardware)
-
-
-def check(name, results_dir, found=None, hardware=None):
-    """Refuse (MachineMismatch) to add results under ``name`` in ``results_dir`` when its
-    machine.json describes other hardware than this host (or ``found``), when its hardware.txt
-    names another processor than this one (or ``hardware``, as ``identity()``), or when it has
-    results but no hardware.txt (made before jaxbench kept one: ``adopt`` it once)."""
+def _refusal(name, results_dir, found, hardware):
+    """Why this host (``found``, ``hardware``) may not add results under ``name``: (kind,
+    message) with kind 'unreadable', 'other hardware', 'not kept' or 'other processor'; None
+    where it may."""
     folder = os.path.join(results_dir, name)
     path = os.path.join(folder, "machine.json")
     try:
@@ -196,38 +182,52 @@ def check(name, results_dir, found=None, hardware=None):
     except FileNotFoundError:
         recorded = None
     except (OSError, ValueError) as err:
-        raise MachineMismatch(f"cannot read {path} ({err}); repair it or pick another "
-                              "--machine name") from None
+        return "unreadable", (f"cannot read {path} ({err}); repair it or pick another "
+                              "--machine name")
     kept = read_hardware(folder)
-    if recorded is None and kept is None:
-        return
-    found = found or facts()
-    hardware = identity() if hardware is None else hardware
-    suggestion = _suggestion(name, results_dir, found, hardware)
     if recorded is not None:
         mismatch = differences(recorded, found)
         if mismatch:
-            raise MachineMismatch(
+            return "other hardware", (
                 f"{path} describes another machine: {describe(recorded)}; this host is "
                 f"{describe(found)} ({'; '.join(mismatch)}). Figures of different hardware must "
-                f"not share a name, or asv plots them as one series: pass --machine {suggestion}"
-                " (made from this host's hardware) or another new name")
-    if not hardware:
-        return  # no /proc/cpuinfo: the model name, cores and memory are all there is
+                "not share a name, or asv plots them as one series")
+    if not hardware or (recorded is None and kept is None):
+        return None  # no /proc/cpuinfo: the model name, cores and memory are all there is
     if kept is None:
-        raise MachineMismatch(
+        return "not kept", (
             f"{folder} holds results made before jaxbench kept the processor's identity "
             f"({HARDWARE_FILE}), and processors that differ report the same model name "
             f"{found['cpu']!r}. This host: {describe_hardware(hardware)}. If this host made "
             f"those results, say so once: python3 -m jaxbench_helpers machine --adopt {name}"
-            f"{_results_dir_option(results_dir)}; otherwise pass --machine {suggestion}")
+            f"{_results_dir_option(results_dir)}")
     changed = [f"{key} {kept.get(key, '-')!r}, here {hardware.get(key, '-')!r}"
                for key in sorted(set(kept) | set(hardware)) if kept.get(key) != hardware.get(key)]
     if changed:
-        raise MachineMismatch(
+        return "other processor", (
             f"{os.path.join(folder, HARDWARE_FILE)} names another processor than this host's "
-            f"({'; '.join(changed)}). Figures of different processors must not share a name: "
-            f"pass --machine {suggestion} or another new name")
+            f"({'; '.join(changed)}). Figures of different processors must not share a name")
+    return None
+
+
+def check(name, results_dir, found=None, hardware=None):
+    """Refuse (MachineMismatch) to add results under ``name`` in ``results_dir`` when its
+    machine.json describes other hardware than this host (or ``found``), when its hardware.txt
+    names another processor than this one (or ``hardware``, as ``identity()``), or when it has
+    results but no hardware.txt (made before jaxbench kept one: ``adopt`` it once)."""
+    found = found or facts()
+    hardware = identity() if hardware is None else hardware
+    refused = _refusal(name, results_dir, found, hardware)
+    if refused is None:
+        return
+    kind, message = refused
+    if kind == "unreadable":
+        raise MachineMismatch(message)
+    suggestion = _suggestion(name, results_dir, found, hardware)
+    raise MachineMismatch(
+        f"{message}{'; otherwise' if kind == 'not kept' else ':'} pass --machine {suggestion}"
+        + (" (made from this host's hardware) or another new name" if kind == "other hardware"
+           else " or another new name" if kind == "other processor" else ""))
 
 
 def _results_dir_option(results_dir):
@@ -254,19 +254,22 @@ def adopt(name, results_dir, found=None, hardware=None):
     if not os.path.exists(os.path.join(folder, "machine.json")):
         raise MachineMismatch(f"{folder} holds no results (no machine.json): nothing to adopt; "
                               "a new name keeps its processor on its first run")
+    found = found or facts()
     hardware = identity() if hardware is None else hardware
     if not hardware:
         raise MachineMismatch("this host has no /proc/cpuinfo: there is no processor identity "
                               "to keep")
-    if read_hardware(folder) is None:
-        with open(os.path.join(folder, "machine.json")) as f:
-            recorded = json.load(f)
-        mismatch = differences(recorded, found or facts())
-        if mismatch:
-            raise MachineMismatch(f"{folder} was made on other hardware ({'; '.join(mismatch)})"
-                                  ": it cannot be this host's")
+    refused = _refusal(name, results_dir, found, hardware)
+    if refused is None:
+        return
+    kind, message = refused
+    if kind == "not kept":
         write_hardware(folder, hardware)
-    check(name, results_dir, found, hardware)
+    elif kind == "other hardware":
+        raise MachineMismatch(f"{folder} was made on other hardware, so it cannot be this "
+                              f"host's: {message}")
+    else:
+        check(name, results_dir, found, hardware)  # refused, with the name to use instead
 
 
 def record(name, note="", path="~/.asv-machine.json"):
