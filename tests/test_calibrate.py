@@ -18,6 +18,7 @@ from asv_tools import config
 
 from jaxbench_helpers.analysis import results
 from jaxbench_helpers.common import quiet
+from jaxbench_helpers.runtime import counts
 from jaxbench_helpers.selftest import calibrate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -96,6 +97,29 @@ def test_each_run_lands_in_its_own_scratch_results(calibrated):
         assert os.path.exists(os.path.join(folder, "benchmarks.json"))
     # the derived config's own results folder was never written
     assert not os.path.exists(tmp / "results")
+
+
+def test_each_run_after_the_first_starts_its_counts_from_another_heap_layout(calibrated):
+    tmp = calibrated[0]
+    recorded = [calibrate.recorded_environment(str(tmp / "work" / f"run-{i}" / "results"))
+                for i in (1, 2)]
+    assert recorded == [{}, {counts.HEAP_SHIFT_ENV: calibrate.COUNT_LAYOUTS[0]}]
+    layouts = [calibrate.run_environment(i)[counts.HEAP_SHIFT_ENV] for i in range(2, 6)]
+    assert len(set(layouts)) == 4
+    for text in layouts:  # each one a layout the count child accepts
+        assert counts.heap_shift({counts.HEAP_SHIFT_ENV: text}) is not None
+
+
+def test_the_report_names_each_runs_heap_layout_where_it_has_counts():
+    key = results.SeriesKey("bench_x.W.track_run_cpu_instructions", "", "e")
+    count = calibrate.Case(key, results.COUNT_UNIT, [results.Measurement(1e6)] * 2)
+    shifted = [{}, calibrate.run_environment(2)]
+    line = calibrate.layouts_line([count], shifted)
+    assert "run 1: unshifted" in line
+    assert f"run 2: `{counts.HEAP_SHIFT_ENV}={calibrate.COUNT_LAYOUTS[0]}`" in line
+    # runs left by a calibrate that did not vary the layout: said, not guessed
+    assert "not recorded" in calibrate.layouts_line([count], [{}, None])
+    assert calibrate.layouts_line([_case([1.0, 1.0])], shifted) == ""
 
 
 def test_the_report_says_how_busy_the_machine_was(calibrated):

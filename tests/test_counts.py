@@ -377,6 +377,18 @@ def test_settling_refuses_a_dump_of_another_region(tmp_path):
         counts.settle(results, str(tmp_path))
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("", None), ("4120,7", (4120, 7)), (" 0,0 ", (0, 0))])
+def test_a_heap_shift_comes_from_the_environment(text, expected):
+    assert counts.heap_shift({counts.HEAP_SHIFT_ENV: text}) == expected
+
+
+@pytest.mark.parametrize("text", ["4120", "a,b", "-1,3", "1,2,3"])
+def test_a_heap_shift_that_is_not_two_counts_is_named(text):
+    with pytest.raises(counts.CountError, match=f"{counts.HEAP_SHIFT_ENV}=.*BYTES,OBJECTS"):
+        counts.heap_shift({counts.HEAP_SHIFT_ENV: text})
+
+
 # ---- under valgrind ---------------------------------------------------------------------------
 
 TINY = "# _Tiny\n"
@@ -555,6 +567,30 @@ def test_two_processes_agree_on_dispatch_counts(honest, tmp_path, monkeypatch):
         key = json.dumps(["Plain", f"time_{phase}_100_calls", ["'float32'"]])
         a = first[f"Plain.track_{phase}_cpu_instructions_per_call"]
         b = second["cases"][key]["count"]
+        assert abs(a - b) / min(a, b) < 0.02, (phase, a, b)
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_a_child_started_from_another_heap_layout_counts_the_same_work(honest, tmp_path,
+                                                                        monkeypatch):
+    """What calibrate's runs do: the child allocates the shift before it imports the module;
+    the work counted is the same (within what a process's heap moves it, as above), and an
+    unshifted child (the fixture's) records no shift."""
+    first, results_file, folder = honest
+    assert "heap_shift" not in results_file
+    monkeypatch.syspath_prepend(folder)
+    monkeypatch.setenv("JAXBENCH_PROFILE", "quick")
+    monkeypatch.setenv(counts.HEAP_SHIFT_ENV, "65544,100")
+    monkeypatch.chdir(tmp_path)
+    assert counts._results_key("counts_honest")["heap_shift"] == [65544, 100]
+    shifted = counts.run_child("counts_honest", {}, classes=["Plain"])
+    assert "failure" not in shifted, shifted.get("failure")
+    assert shifted["heap_shift"] == [65544, 100]
+    for phase in ("dispatch", "latency"):
+        key = json.dumps(["Plain", f"time_{phase}_100_calls", ["'float32'"]])
+        a = first[f"Plain.track_{phase}_cpu_instructions_per_call"]
+        b = shifted["cases"][key]["count"]
         assert abs(a - b) / min(a, b) < 0.02, (phase, a, b)
 
 

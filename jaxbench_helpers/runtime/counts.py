@@ -62,9 +62,10 @@ tasks it runs is counted.
 Where the platform is not the CPU, or valgrind, a C compiler or valgrind's headers are
 missing, every count is n/a with a message that says what to install; nothing else changes.
 JAXBENCH_COUNTS_DUMPS=<folder> keeps every region's dump there (``callgrind_annotate`` shows
-where a count moved between two commits). A child that fails, or a case that fails inside it,
-fails its benchmarks with the child's output; a case that cannot run on this release (a phase
-that skips) is n/a with its reason.
+where a count moved between two commits). JAXBENCH_COUNTS_HEAP_SHIFT=<bytes>,<objects> starts
+the child from another heap layout (HEAP_SHIFT_ENV), as ``calibrate`` does run by run. A
+child that fails, or a case that fails inside it, fails its benchmarks with the child's output;
+a case that cannot run on this release (a phase that skips) is n/a with its reason.
 """
 
 import contextlib
@@ -132,6 +133,15 @@ _CHILD_ENV = "JAXBENCH_COUNTS_CHILD"
 # a folder: every region's callgrind dump is kept there, to see where a count moved
 KEEP_DUMPS_ENV = "JAXBENCH_COUNTS_DUMPS"
 _OUTPUT_TAIL = 4000
+# "BYTES,OBJECTS": the child allocates a buffer of BYTES and OBJECTS small Python objects, and
+# keeps them, before it imports the benchmark module (and JAX). Unset, the child starts as it
+# always has. Address randomization is off, so a process's heap layout is fixed by what it
+# allocated before; a commit that changes code a count never runs moves everything after it,
+# and with it a count: pointer-keyed hash tables probe otherwise and the allocator takes other
+# paths (jax 0.10.2: the seed matmul's compile 2.4% apart over five layouts, one of them in a
+# higher mode; the 64 KB copy to host 1.1%). ``calibrate`` counts each run from another layout;
+# another install moves counts further still (results/COUNTS.md).
+HEAP_SHIFT_ENV = "JAXBENCH_COUNTS_HEAP_SHIFT"
 
 # One region at a time: start instrumenting (which also discards the uninstrumented code
 # translations) and zero the counters; afterwards stop and write the counters to a dump file
@@ -357,10 +367,14 @@ def _results_key(module_name):
 
     module = sys.modules.get(module_name)
     source = getattr(module, "__file__", None)
-    return {"module": module_name, "mechanism": MECHANISM_VERSION,
-            "profile": profiles.current().name, "python": sys.executable,
-            "jax": version("jax"), "jaxlib": version("jaxlib"),
-            "source_mtime": os.path.getmtime(source) if source else None}
+    key = {"module": module_name, "mechanism": MECHANISM_VERSION,
+           "profile": profiles.current().name, "python": sys.executable,
+           "jax": version("jax"), "jaxlib": version("jaxlib"),
+           "source_mtime": os.path.getmtime(source) if source else None}
+    shift = heap_shift()
+    if shift:  # only then: the child reads this key, and an unshifted one reads what it did
+        key["heap_shift"] = list(shift)
+    return key
 
 
 @contextlib.contextmanager
@@ -415,6 +429,22 @@ def child_environment(module_name=None):
     return env
 
 
+def heap_shift(environ=None):
+    """(bytes, objects) from HEAP_SHIFT_ENV in ``environ`` (default: this process's), or None
+    where it is unset."""
+    text = (os.environ if environ is None else environ).get(HEAP_SHIFT_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        size, objects = (int(part) for part in text.split(","))
+    except ValueError:
+        size = objects = -1
+    if size < 0 or objects < 0:
+        raise CountError(f"{HEAP_SHIFT_ENV}={text!r}: give two whole numbers >= 0, "
+                         "'BYTES,OBJECTS' (e.g. 4120,7), or unset it")
+    return size, objects
+
+
 def _package_root(module_name):
     """The folder holding ``module_name``'s top package: asv imports its benchmark package
     through an importer of its own, not through sys.path, which the child inherits."""
@@ -448,9 +478,13 @@ def run_child(module_name, key, *, classes=None, timeout=CHILD_TIMEOUT,
     """Count every region of ``module_name`` (only ``classes``, by name, if given) in one
     process under callgrind; returns the results (``failure`` set where the child failed)."""
     shim = shim_library()
+    env = env or child_environment(module_name)
+    shift = heap_shift(env)
     with tempfile.TemporaryDirectory(prefix="jaxbench-callgrind-") as tmp:
         spec = {"module": module_name, "classes": classes, "shim": shim, "dumps": tmp,
                 "out": os.path.join(tmp, "counts.json"), "parent": os.getpid(), "key": key}
+        if shift:  # only then: an unshifted child reads the very spec it always has
+            spec["heap_shift"] = list(shift)
         spec_path = os.path.join(tmp, "spec.json")
         _write_json(spec_path, spec)
         wrapper = no_aslr_wrapper() if wrapper is None else wrapper
@@ -464,7 +498,7 @@ def run_child(module_name, key, *, classes=None, timeout=CHILD_TIMEOUT,
         with open(log_path, "w") as log:
             try:
                 proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                                      env=env or child_environment(module_name),
+                                      env=env,
                                       timeout=timeout)
                 returncode = proc.returncode
             except subprocess.TimeoutExpired:
@@ -659,6 +693,7 @@ def _nothing():
 def child_main(spec_path):
     with open(spec_path) as f:
         spec = json.load(f)
+    shifted = _shift_heap(spec.get("heap_shift"))
     _die_with_parent(spec["parent"])
     # one CPU before jax starts (JAXBENCH_CPU_THREADS=1 does the rest: BLAS threads)
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
@@ -676,7 +711,18 @@ def child_main(spec_path):
             if cls.count_params is None or tuple(params) in _param_tuples(cls):
                 results["cases"].update(count_case(cls, params, counter))
         results["class_wall_s"][cls.__qualname__] = round(time.monotonic() - class_started, 1)
+    if shifted is not None:
+        results["heap_shift"] = [len(shifted[0]), len(shifted[1])]
     _write_json(spec["out"], results)
+
+
+def _shift_heap(shift):
+    """What the child allocates first to start from another heap layout (HEAP_SHIFT_ENV),
+    kept by the caller until the child ends; None for no shift."""
+    if not shift:
+        return None
+    size, objects = shift
+    return bytearray(size), [(i,) for i in range(objects)]
 
 
 def _die_with_parent(parent):

@@ -15,7 +15,8 @@ running interpreter's jax instead of an asv-built environment (``asv run --pytho
 
 The Markdown report gives, per benchmark and parameter combination: the median of each run,
 the spread within each run (interquartile range / median, from asv's ``stats_q_25`` and
-``stats_q_75``), the change between runs (largest / smallest run median - 1) and whether
+``stats_q_75``), the change between runs (largest / smallest run median - 1; the instruction
+counts of runs 2, 3, ... start from other heap layouts, ``run_environment``) and whether
 ``asv compare --factor F`` would flag two runs of the same commit. From the change between runs
 it proposes ``regressions_thresholds`` for ``asv publish`` and, with ``--write-config``, writes
 them into an asv config, leaving the rest of the file as it is.
@@ -38,7 +39,7 @@ from ..common import asvconfig, machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import asvconf, pythons
-from ..runtime import profiles
+from ..runtime import counts, profiles
 
 # asv publish's threshold where regressions_thresholds has no matching entry
 ASV_DEFAULT_THRESHOLD = 0.05
@@ -51,6 +52,13 @@ COUNT_STEP = 0.005
 KEY = "regressions_thresholds"
 # beside the runs in the work folder: how busy the machine was while they ran
 LOAD_RECORD = quiet.RECORD_NAME
+# the heap layouts the instruction counts of runs 2, 3, ... start from (counts.HEAP_SHIFT_ENV;
+# run 1 starts as every asv run does): a commit moves the layout wherever it changes code, and
+# with it a count, so the change between runs includes some of what a commit does to a count
+# (not all: installs of other code move counts further, results/COUNTS.md)
+COUNT_LAYOUTS = ("4120,7", "65544,100", "100008,333", "24600,50")
+# in each run's folder: the environment calibrate gave that run beyond its own
+RUN_ENVIRONMENT = "environment.json"
 
 
 class CalibrationError(ValueError):
@@ -344,10 +352,29 @@ def load_run(results_dir, machine):
     return commit, measured, results.load_units(results_dir)
 
 
+def run_environment(run):
+    """What calibrate sets in the environment of run ``run`` (1-based): the heap layout its
+    count children start from, the first run's unshifted."""
+    if run == 1:
+        return {}
+    return {counts.HEAP_SHIFT_ENV: COUNT_LAYOUTS[(run - 2) % len(COUNT_LAYOUTS)]}
+
+
+def recorded_environment(results_folder):
+    """The environment ``measure`` recorded for the run of ``results_folder``; None for a run
+    made before calibrate recorded it."""
+    try:
+        with open(os.path.join(os.path.dirname(results_folder), RUN_ENVIRONMENT)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
 def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_python,
             env_dir=None, echo=True):
     """Run asv ``runs`` times, one run at a time, each with its own config copy and results
-    folder under ``work_dir``. Returns [results folder]."""
+    folder under ``work_dir``, and its count children's heap layout (``run_environment``).
+    Returns [results folder]."""
     own_results = os.path.realpath(conf["results_dir"])
     if os.path.realpath(work_dir).startswith(own_results + os.sep) or (
             os.path.realpath(work_dir) == own_results):
@@ -377,10 +404,14 @@ def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_pytho
         with open(conf_path, "w") as f:
             json.dump(dict(conf, results_dir=results, html_dir=os.path.join(folder, "html")),
                       f, indent=4)
+        extra = run_environment(i)
+        with open(os.path.join(folder, RUN_ENVIRONMENT), "w") as f:
+            json.dump(extra, f)
         print(f"jaxbench calibrate: run {i} of {runs} ({commit}) into {results}",
               file=sys.stderr, flush=True)
         run_asv(conf_path, commit, machine=machine, bench=bench, same_python=same_python,
-                env=env, echo=echo)
+                env={**{k: v for k, v in env.items() if k != counts.HEAP_SHIFT_ENV}, **extra},
+                echo=echo)
         folders.append(results)
     return folders
 
@@ -434,8 +465,25 @@ def advice(case, factor, spread_limit):
     return "; ".join(reasons)
 
 
+def layouts_line(found, environments):
+    """A sentence on the heap layouts the runs' instruction counts started from ('' without
+    counts)."""
+    if not any(c.unit == results.COUNT_UNIT for c in found):
+        return ""
+    if not environments or any(e is None for e in environments):
+        return ("* Instruction counts: the runs' heap layouts were not recorded (runs made "
+                "before calibrate varied them); thresholds from runs of one layout do not "
+                "cover what a commit's changes elsewhere do to a count")
+    shifts = [e.get(counts.HEAP_SHIFT_ENV) for e in environments]
+    named = "; ".join(f"run {i}: " + (f"`{counts.HEAP_SHIFT_ENV}={s}`" if s else "unshifted")
+                      for i, s in enumerate(shifts, 1))
+    return ("* Instruction counts: each run's count children started from another heap layout "
+            f"({named}), as a commit that changes code elsewhere moves it, so the change "
+            "between runs includes what that does to a count")
+
+
 def markdown(found, *, commit, commit_name, runs, machine, factor, margin, spread_limit,
-             profile, proposed, loads, written=None, folders=()):
+             profile, proposed, loads, written=None, folders=(), environments=None):
     complete = [c for c in found if c.complete]
     failed = [c for c in found if c.failed]
     skipped = [c for c in found if not c.complete and not c.failed]
@@ -469,6 +517,9 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         f"* False positives of `asv compare --factor {factor}` between runs of this one commit: "
         f"**{len(false_positives)}** of {len(complete)}",
     ]
+    layouts = layouts_line(found, environments)
+    if layouts:
+        lines.append(layouts)
     if changes:
         mid = statistics.median(c.change for c in changes)
         largest = changes[-1]
@@ -636,7 +687,8 @@ def main(argv=None):
                         machine=machine, factor=args.factor, margin=args.margin,
                         spread_limit=args.spread_limit,
                         profile=args.profile or _matrix_first(conf, "JAXBENCH_PROFILE"),
-                        proposed=proposed, loads=loads, written=written, folders=folders)
+                        proposed=proposed, loads=loads, written=written, folders=folders,
+                        environments=[recorded_environment(f) for f in folders])
     except (CalibrationError, results.ResultsError, asvconfig.ConfigError, UserError) as err:
         print(f"jaxbench calibrate: {err}", file=sys.stderr)
         return 1
