@@ -478,13 +478,9 @@ def run_child(module_name, key, *, classes=None, timeout=CHILD_TIMEOUT,
     """Count every region of ``module_name`` (only ``classes``, by name, if given) in one
     process under callgrind; returns the results (``failure`` set where the child failed)."""
     shim = shim_library()
-    env = env or child_environment(module_name)
-    shift = heap_shift(env)
     with tempfile.TemporaryDirectory(prefix="jaxbench-callgrind-") as tmp:
         spec = {"module": module_name, "classes": classes, "shim": shim, "dumps": tmp,
                 "out": os.path.join(tmp, "counts.json"), "parent": os.getpid(), "key": key}
-        if shift:  # only then: an unshifted child reads the very spec it always has
-            spec["heap_shift"] = list(shift)
         spec_path = os.path.join(tmp, "spec.json")
         _write_json(spec_path, spec)
         wrapper = no_aslr_wrapper() if wrapper is None else wrapper
@@ -498,7 +494,7 @@ def run_child(module_name, key, *, classes=None, timeout=CHILD_TIMEOUT,
         with open(log_path, "w") as log:
             try:
                 proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                                      env=env,
+                                      env=env or child_environment(module_name),
                                       timeout=timeout)
                 returncode = proc.returncode
             except subprocess.TimeoutExpired:
@@ -693,7 +689,8 @@ def _nothing():
 def child_main(spec_path):
     with open(spec_path) as f:
         spec = json.load(f)
-    shifted = _shift_heap(spec.get("heap_shift"))
+    shift = heap_shift()  # the child's environment, as the parent set it
+    _kept_until_exit = _shift_heap(shift)
     _die_with_parent(spec["parent"])
     # one CPU before jax starts (JAXBENCH_CPU_THREADS=1 does the rest: BLAS threads)
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
@@ -711,13 +708,13 @@ def child_main(spec_path):
             if cls.count_params is None or tuple(params) in _param_tuples(cls):
                 results["cases"].update(count_case(cls, params, counter))
         results["class_wall_s"][cls.__qualname__] = round(time.monotonic() - class_started, 1)
-    if shifted is not None:
-        results["heap_shift"] = [len(shifted[0]), len(shifted[1])]
+    if shift:
+        results["heap_shift"] = list(shift)
     _write_json(spec["out"], results)
 
 
 def _shift_heap(shift):
-    """What the child allocates first to start from another heap layout (HEAP_SHIFT_ENV),
+    """What the child allocates first to start from another heap layout (``heap_shift``),
     kept by the caller until the child ends; None for no shift."""
     if not shift:
         return None

@@ -381,6 +381,7 @@ def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_pytho
         raise CalibrationError(f"--work-dir {work_dir} lies inside the config's results folder "
                                f"{own_results}; pick a scratch folder")
     env = dict(os.environ)
+    env.pop(counts.HEAP_SHIFT_ENV, None)  # each run's own (run_environment)
     conf = json.loads(json.dumps(conf))
     if env_dir:
         conf["env_dir"] = os.path.abspath(env_dir)
@@ -410,8 +411,7 @@ def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_pytho
         print(f"jaxbench calibrate: run {i} of {runs} ({commit}) into {results}",
               file=sys.stderr, flush=True)
         run_asv(conf_path, commit, machine=machine, bench=bench, same_python=same_python,
-                env={**{k: v for k, v in env.items() if k != counts.HEAP_SHIFT_ENV}, **extra},
-                echo=echo)
+                env={**env, **extra}, echo=echo)
         folders.append(results)
     return folders
 
