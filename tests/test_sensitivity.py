@@ -189,16 +189,38 @@ def test_planted_work_is_not_a_number_of_bytes_is_refused(tmp_path):
         plants.apply(str(tmp_path), "trace", 0.02, work=-1)
 
 
+def test_planted_work_beyond_the_plants_buffer_is_refused(tmp_path):
+    with pytest.raises(plants.PlantError, match="more than the plant's buffer"):
+        plants.apply(str(tmp_path), "trace", 0.5, work=plants.WORK_BUFFER_BYTES + 1)
+
+
+def test_every_count_plant_holds_the_same_buffer_whatever_its_work(release_source, tmp_path):
+    """Only the scan differs between a count plant and its base (the same plant at work 0):
+    a buffer sized by the work would shift the heap of the planted process alone."""
+    modules = []
+    for work in (0, 1000, 300_000):
+        checkout = _copy_of(release_source[0], tmp_path / f"jax-{work}")
+        plants.apply(checkout, "trace", 0.02, work=work)
+        modules.append(open(os.path.join(checkout, plants.MODULE_PATH)).read())
+    for work, text in zip((0, 1000, 300_000), modules):
+        assert f"WORK = {work}\n" in text
+        assert f"_ZEROS = bytes({plants.WORK_BUFFER_BYTES} if WORK" in text
+    assert {m.replace(f"WORK = {w}\n", "") for w, m in zip((0, 1000, 300_000), modules)} \
+        == {modules[0].replace("WORK = 0\n", "")}
+
+
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_planted_work_costs_the_instructions_per_byte_it_is_sized_by(tmp_path):
     """The count plants size their scan by WORK_INSTRUCTIONS_PER_BYTE: callgrind agrees
-    within 10% (two scans' difference, so the interpreter's own start cancels)."""
+    within 10% (two scans' difference, so the interpreter's own start cancels), scanning a
+    slice of the one buffer every count plant holds, as the plants do."""
     totals = []
     for size in (1_000, 1_000_000):
         out = tmp_path / f"callgrind.{size}"
         proc = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-             "-c", f"zeros = bytes({size})\nfor _ in range(20):\n    zeros.count(1)\n"],
+             "-c", f"zeros = bytes({plants.WORK_BUFFER_BYTES})\nfor _ in range(20):\n"
+                   f"    zeros.count(1, 0, {size})\n"],
             capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         totals.append(int(re.search(r"Collected : (\d+)", proc.stderr).group(1)))

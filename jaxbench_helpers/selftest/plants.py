@@ -10,7 +10,9 @@ A plant for the instruction counts (``work=N``) adds work instead of time: a spi
 for the clock executes few instructions in a process that callgrind slows 50 times. Each
 outermost call of the wrapped function then scans N zero bytes (``bytes.count``), a fixed
 WORK_INSTRUCTIONS_PER_BYTE instructions a byte, so the sensitivity self-test sizes N from the
-count of the phase it plants into.
+count of the phase it plants into. Every count plant scans a slice of the same WORK_BUFFER_BYTES
+buffer, whatever its N (0 included): a buffer sized by N would move the heap by N bytes, and
+which counts that moves is not what the plant is for.
 
 The plants follow jax 0.10.x's source; a release whose source lacks an anchor is a clear error
 (nothing is half-patched).
@@ -28,6 +30,9 @@ _IMPORT = "from jax._src import jaxbench_plant as _jaxbench_plant\n"
 # (100 scans of 1 MB against 100 of 1 kB in two processes); the self-test reports the counts it
 # measured, so a machine where this differs sees the real share of its plants
 WORK_INSTRUCTIONS_PER_BYTE = 5.0
+# calloc'd, so its pages are mapped only as far as a plant scans; 16 MiB covers 10% of a
+# ~0.8 G instruction phase
+WORK_BUFFER_BYTES = 1 << 24
 
 
 class PlantError(ValueError):
@@ -114,7 +119,7 @@ FRACTION = {fraction!r}
 # None: every outermost call spins FRACTION x its duration; a number: it scans WORK zero bytes
 # (work for the instruction counts, which a spin on the clock does not reach)
 WORK = {work!r}
-_ZEROS = bytes(WORK or 0)
+_ZEROS = bytes({buffer} if WORK is not None else 0)
 CALLS = 0  # slowed calls so far: tests check that a plant fires in its phase only
 _busy = False  # inside an outermost planted call (the benchmarks call JAX from one thread)
 _clock = time.perf_counter
@@ -124,7 +129,7 @@ def _spin(seconds):
     global CALLS
     CALLS += 1
     if WORK is not None:
-        _ZEROS.count(1)
+        _ZEROS.count(1, 0, WORK)
         return
     end = _clock() + seconds
     while _clock() < end:
@@ -226,6 +231,9 @@ def apply(checkout, phase, fraction, work=None):
         raise PlantError(f"unknown phase {phase!r}; use one of {', '.join(PLANTS)}")
     if work is not None and not (isinstance(work, int) and work >= 0):
         raise PlantError(f"planted work is a number of bytes >= 0, not {work!r}")
+    if work is not None and work > WORK_BUFFER_BYTES:
+        raise PlantError(f"planted work of {work} bytes is more than the plant's buffer "
+                         f"({WORK_BUFFER_BYTES}): plant a smaller fraction")
     if not fraction >= 0:
         raise PlantError(f"a planted slowdown is a fraction >= 0 (0: the plant's own cost "
                          f"only), not {fraction!r}")
@@ -249,5 +257,6 @@ def apply(checkout, phase, fraction, work=None):
             f.write(text)
     with open(os.path.join(checkout, MODULE_PATH), "w") as f:
         f.write(PLANT_MODULE.format(phase=phase, percent=f"{fraction:.0%}", what=what,
-                                    fraction=fraction, work=work))
+                                    fraction=fraction, work=work,
+                                    buffer=WORK_BUFFER_BYTES))
     return sorted({e.path for e in edits} | {MODULE_PATH.replace(os.sep, "/")})
