@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import textwrap
 
@@ -20,6 +21,7 @@ import pytest
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
 from jaxbench_helpers.analysis import results
+from jaxbench_helpers.common import paths
 from jaxbench_helpers.runtime import counts, phases, workload
 
 HAVE_VALGRIND = counts.missing_tools() is None
@@ -546,6 +548,35 @@ def test_the_counted_region_contains_the_wait_for_the_result(honest):
     # 200 steps over 256 k integers: millions of instructions, done by XLA's threads
     assert waited > 5_000_000, waited
     assert not_waited < waited / 5, (waited, not_waited)
+
+
+CACHE_CHILD = textwrap.dedent("""
+    import sys
+    import jax
+    import jax.numpy as jnp
+    from jaxbench_helpers.runtime import compile_cache
+    compile_cache.enable(sys.argv[1])
+    jax.jit(lambda x: x * 2 + 1)(jnp.ones(8)).block_until_ready()
+""")
+
+
+def _cache_entries(folder):
+    return {name: open(os.path.join(folder, name), "rb").read()
+            for name in os.listdir(folder) if os.path.isfile(os.path.join(folder, name))}
+
+
+def test_the_persistent_cache_does_not_depend_on_its_folder(tmp_path):
+    """asv runs ``setup_cache`` in a new temporary folder each run, and the count child
+    compiles there; JAX would put that folder into every program's compile options (an XLA
+    cache directory), so each run counted a slightly different program. Two folders of
+    different lengths must give the same cache keys and the same programs, byte for byte."""
+    entries = []
+    for folder in (tmp_path / "a", tmp_path / "a-much-longer-folder-name" / "cache"):
+        subprocess.run([sys.executable, "-c", CACHE_CHILD, str(folder)], check=True,
+                       cwd=paths.ROOT, timeout=300)
+        entries.append(_cache_entries(folder))
+    assert entries[0], "nothing was written to the persistent cache"
+    assert entries[0] == entries[1]
 
 
 @pytest.mark.slow

@@ -44,6 +44,10 @@ def enable(path):
     compat.config_set("jax_enable_compilation_cache", True)
     compat.config_set("jax_persistent_cache_min_compile_time_secs", 0.0)
     compat.config_set("jax_persistent_cache_min_entry_size_bytes", -1)
+    # JAX otherwise writes "<path>/xla_gpu_per_fusion_autotune_cache_dir" into every program's
+    # compile options (even on CPU): the program, and so the counts of everything that runs it,
+    # would depend on asv's random temporary folder
+    compat.config_set("jax_persistent_cache_enable_xla_caches", "none")
     if not compat.config_set("jax_compilation_cache_dir", path):
         module = _cache_module()
         if module is not None and hasattr(module, "initialize_cache"):

@@ -123,7 +123,9 @@ BENCHMARK_TIMEOUT = CHILD_TIMEOUT + 120
 # 4: the parent reads the dumps (the child's heap no longer holds their parsing), the first
 # sample's total (region and excluded functions included) decides the number of samples, a
 # compile takes two samples
-MECHANISM_VERSION = "4"
+# 5: programs compiled with the persistent cache on no longer carry its folder (asv's random
+# temporary one) in their compile options
+MECHANISM_VERSION = "5"
 
 # the sizes every count is made at (see the module's docstring)
 COUNT_PROFILE = "quick"
