@@ -561,8 +561,7 @@ CACHE_CHILD = textwrap.dedent("""
 
 
 def _cache_entries(folder):
-    return {name: open(os.path.join(folder, name), "rb").read()
-            for name in os.listdir(folder) if os.path.isfile(os.path.join(folder, name))}
+    return {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
 
 
 def test_the_persistent_cache_does_not_depend_on_its_folder(tmp_path):
