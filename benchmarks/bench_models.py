@@ -78,7 +78,8 @@ class MLPTrainStep(counts.Counts, phases.RunPhase, phases.DispatchPhase, phases.
     params = [["float32"]]
     param_names = ["dtype"]
     # the one model whose compile is counted: ~0.9 G instructions, 20-30 s a sample under
-    # callgrind (the others' are billions); a compile counts 885 M or, one time in four, 902 M
+    # callgrind (the others' are billions); 2% moves with the MLIR contexts XLA's compile
+    # threads happen to make (docs/counts.md)
 
     @staticmethod
     def program(x, y, params):

@@ -99,8 +99,9 @@ UNCOUNTED_CALLS = {"time_trace": 3, "time_lower": 3}
 DEFAULT_SAMPLES = 3
 # ... but the stages fewer: a trace's or lower's samples agree within 0.1-0.4% in a process,
 # and each sample costs 1-30 s of callgrind translating the compiler's code again; a compile
-# takes one of two counts (the MLP's 885 M or 902 M, about one compile in four the higher, at
-# random within a process), so two samples, whose least is the lower count 15 times in 16
+# takes one of a few counts (XLA compiles fusions on a thread pool, in MLIR contexts it makes
+# whenever none is free: how many depends on how the threads interleave, 16-19 M instructions
+# each, 2% of the MLP's), so two samples, whose least more often has the fewer contexts
 PHASE_SAMPLES = {"time_trace": 2, "time_lower": 2, "time_compile": 2}
 # ... and for a phase of many calls (dispatch, latency) whose first sample's region totals
 # less than MANY_SAMPLES_BELOW (the thread pool's instructions included: the MLP's latency
