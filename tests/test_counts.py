@@ -516,12 +516,11 @@ def test_a_count_grows_linearly_with_the_calls_in_its_region(honest):
     n25 = values["Calls.track_calls_25_cpu_instructions"]
     n50 = values["Calls.track_calls_50_cpu_instructions"]
     per_call = n25 / 25
-    # no fixed cost hides in a count: the 25 more calls cost what 25 calls cost. Within 5%:
-    # glibc's allocator leaves some processes' short regions higher for every sample (with
-    # three samples, 25 calls read 1.294 M in one process and 1.266 M in most, and the
-    # increment came out 4.9% short); with nine samples the increment read 1.3-1.5% short in
-    # three processes. A fixed cost above a call and a quarter would still fail it
-    assert (n50 - n25) / 25 == pytest.approx(per_call, rel=0.05), (n25, n50)
+    # no fixed cost hides in a count: the 25 more calls cost what 25 calls cost. Within 3%:
+    # glibc's allocator leaves some processes' short regions higher (with three samples, 25
+    # calls read 1.294 M in one process and 1.266 M in most, and the increment came out 4.9%
+    # short); with the least of nine it read -1.5% to +0.4% in five processes
+    assert (n50 - n25) / 25 == pytest.approx(per_call, rel=0.03), (n25, n50)
     assert 1_000 < per_call < 1_000_000
 
 
