@@ -17,7 +17,8 @@ import pytest
 from asv_tools import config
 
 from jaxbench_helpers.analysis import results
-from jaxbench_helpers.common import quiet
+from jaxbench_helpers.common import asvconfig, quiet
+from jaxbench_helpers.host import history
 from jaxbench_helpers.runtime import counts
 from jaxbench_helpers.selftest import calibrate
 
@@ -439,6 +440,11 @@ def test_a_config_asv_cannot_read_is_left_alone(tmp_path):
     (["--factor", "0.9"], "--factor 0.9: must be above 1"),
     (["--profile", "huge"], "--profile 'huge': use one of quick, regular, large"),
     (["--write-config", "/nonexistent/asv.conf.json"], "does not exist"),
+    (["--installs", "1"], "--installs 1: comparing needs 2 installs"),
+    (["--installs", "3", "--runs", "3"], "--runs and --installs: pass one"),
+    (["--installs", "2", "--python", "same"], "an existing environment installs nothing"),
+    (["--from-runs", "w", "--installs", "2"], "--from-runs reports on the runs already"),
+    (["--widen-only"], "--widen-only applies to --write-config"),
 ])
 def test_bad_options_are_named(argv, message, capsys):
     with pytest.raises(SystemExit) as exit:
@@ -459,3 +465,110 @@ def test_a_missing_config_or_a_scratch_folder_in_results_is_refused(tmp_path, ca
     assert rc == 1
     assert re.search(r"--work-dir .* inside the config's results folder",
                      capsys.readouterr().err)
+
+
+# ---------------------------------------------------------------- installs of the same code
+
+
+def _git_out(repo, *args):
+    return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_installs_are_the_commit_and_neutral_commits_on_top_in_a_scratch_clone(tmp_path):
+    repo = str(tmp_path / "jax")
+    hashes = _two_commit_repo(repo)
+    refs_before = _git_out(repo, "show-ref")
+    conf = asvconfig.load(config(tmp_path, repo))
+    work = str(tmp_path / "work")
+    cloned, commits = calibrate.neutral_installs(conf, hashes[0], 3, work)
+
+    assert len(commits) == 3 and commits[0] == hashes[0]
+    clone = cloned["repo"]
+    assert clone != repo and cloned["results_dir"] == conf["results_dir"]
+    for parent, child in zip(commits, commits[1:]):
+        assert _git_out(clone, "rev-parse", f"{child}^") == parent
+        # each one touches a text file outside the package, nothing else
+        assert _git_out(clone, "show", "--name-only", "--format=", child) == (
+            history.NEUTRAL_FILE)
+    assert calibrate.recorded_installs(work) == commits
+    assert _git_out(repo, "show-ref") == refs_before  # the source repository is only read
+
+    # a second calibration into the same folder, and a commit the repository lacks, are refused
+    with pytest.raises(calibrate.CalibrationError, match="exists already"):
+        calibrate.neutral_installs(conf, hashes[0], 2, work)
+    with pytest.raises(calibrate.CalibrationError, match="no commit 'nonesuch'"):
+        calibrate.neutral_installs(conf, "nonesuch", 2, str(tmp_path / "other"))
+    assert calibrate.recorded_installs(str(tmp_path / "other")) is None
+
+
+def test_widen_only_raises_entries_and_never_lowers_or_removes_one(tmp_path):
+    from asv.config import Config
+
+    path = str(tmp_path / "asv.conf.json")
+    shutil.copy(os.path.join(ROOT, "asv.conf.json"), path)
+    calibrate.write_thresholds(path, {"a(@|$)": 0.01, "b(@|$)": 0.02, "c(@|$)": 0.05})
+    merged = calibrate.write_thresholds(path, {"a(@|$)": 0.02, "b(@|$)": 0.01,
+                                               "d(@|$)": 0.005},
+                                        replaced=["c(@|$)"], widen_only=True)
+    mine = {k: v for k, v in merged.items() if len(k) == 6}
+    assert mine == {"a(@|$)": 0.02, "b(@|$)": 0.02, "c(@|$)": 0.05, "d(@|$)": 0.005}
+    assert Config.load(path).regressions_thresholds == merged
+
+
+def test_a_report_on_installs_names_them_and_their_runs_must_match(tmp_path):
+    """Two real asv runs of two installs' commits (``--python=same`` stands in for the
+    installing, which the slow test below does for real), reported with --from-runs."""
+    repo = str(tmp_path / "jax")
+    hashes = _two_commit_repo(repo)
+    conf = asvconfig.load(config(tmp_path, repo, profile="quick"))
+    work = str(tmp_path / "work")
+    cloned, commits = calibrate.neutral_installs(conf, hashes[1], 2, work)
+    calibrate.measure(cloned, commits=commits, machine=MACHINE, bench=SUBSET[1::2],
+                      profile="quick", work_dir=work, same_python=True, echo=False)
+    out = tmp_path / "report.md"
+    edited = str(tmp_path / "edited.asv.conf.json")
+    shutil.copy(os.path.join(ROOT, "asv.conf.json"), edited)
+    rc = calibrate.main(["--config", config(tmp_path, repo, profile="quick"), "--commit",
+                         hashes[1], "--machine", MACHINE, "--from-runs", work, "-o", str(out),
+                         "--write-config", edited, "--widen-only"])
+    assert rc == 0
+    text = out.read_text()
+    assert text.splitlines()[0] == f"# Noise calibration: {hashes[1]} installed 2 times"
+    assert (f"commit `{hashes[1][:8]}` and the neutral commits on top of it (`{commits[1][:8]}`:"
+            f" each adds a line to `{history.NEUTRAL_FILE}`") in text
+    assert re.search(r"Written into `.*edited.asv.conf.json` where wider than its entry: "
+                     r"\d+ of \d+ raised", text)
+
+    # a record that names other commits than the runs measured is refused, not reported
+    with open(os.path.join(work, calibrate.INSTALLS_RECORD), "w") as f:
+        json.dump({"repo": cloned["repo"], "commits": [commits[1], commits[0]]}, f)
+    assert calibrate.main(["--config", config(tmp_path, repo), "--machine", MACHINE,
+                           "--from-runs", work]) == 1
+
+
+@pytest.mark.slow
+def test_installs_build_and_install_each_commit_anew(tmp_path, sdist_cache, capsys):
+    """``--installs 2`` on a release-history repository of jax 0.10.2: asv builds an
+    environment and installs the release, then the neutral commit, and each run's results
+    belong to its own commit."""
+    repo = str(tmp_path / "jax")
+    (release, release_hash), = history.build(repo, first="0.10.2", last="0.10.2",
+                                             sdist_cache=sdist_cache)
+    conf = config(tmp_path, repo, profile="quick")
+    work = tmp_path / "work"
+    rc = calibrate.main(["--config", conf, "--commit", f"jax-v{release}", "--installs", "2",
+                         "--machine", MACHINE, "-b", r"Versions\.track_jax_version",
+                         "--work-dir", str(work), "--allow-busy", "-o", str(tmp_path / "r.md")])
+    assert rc == 0
+    commits = calibrate.recorded_installs(str(work))
+    assert commits[0] == release_hash and len(commits) == 2
+    log = capsys.readouterr().err
+    for commit in commits:
+        assert f"Installing {commit[:8]}" in log, log[-3000:]
+    for i, commit in enumerate(commits, 1):
+        data = json.load(open(_result_file(str(work / f"run-{i}" / "results"))))
+        assert data["commit_hash"] == commit
+        assert data["env_name"].startswith("virtualenv-")  # built, not this interpreter
+    text = (tmp_path / "r.md").read_text()
+    assert "installed 2 times" in text.splitlines()[0]

@@ -415,6 +415,25 @@ def _commit_release(dest, info, sdist, parent):
     return commit
 
 
+# a commit that adds a line here changes nothing that is installed, yet asv builds and
+# installs it anew: what separates two commits whose code is the same
+NEUTRAL_FILE = "JAXBENCH_NEUTRAL.txt"
+
+
+def neutral_commit(repo, message, env=None):
+    """Commit a line added to ``NEUTRAL_FILE`` (outside the package) on the checked-out branch
+    of ``repo``, by ``env``'s GIT_AUTHOR_*/GIT_COMMITTER_* (default: ``IDENTITY``); returns
+    the commit hash."""
+    name, address = IDENTITY
+    env = env or {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+                  for what, value in (("NAME", name), ("EMAIL", address))}
+    with open(os.path.join(repo, NEUTRAL_FILE), "a") as f:
+        f.write(message + "\n")
+    _git(repo, "add", "--", NEUTRAL_FILE)
+    _git(repo, "commit", "-q", "-m", message, env=env)
+    return _git(repo, "rev-parse", "HEAD")
+
+
 def _print_summary(dest, commits):
     dates = dict(line.split() for line in _git(
         dest, "log", "--first-parent", "--date=short", "--format=%H %cd", "refs/heads/main"

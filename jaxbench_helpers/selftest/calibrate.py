@@ -3,15 +3,23 @@
 Each run is a separate ``asv run`` of the same commit into its own scratch results folder (never
 the config's own ``results_dir``)::
 
-    python -m jaxbench_helpers calibrate [--config C] [--commit jax-v0.10.2] [--runs 2]
-        [--factor 1.10] [-b REGEX ...] [--profile quick] [--machine NAME] [--python same]
-        [--work-dir DIR] [--env-dir DIR] [--from-runs WORK_DIR] [-o results.md]
-        [--write-config asv.conf.json]
+    python -m jaxbench_helpers calibrate [--config C] [--commit jax-v0.10.2]
+        [--runs 2 | --installs N] [--factor 1.10] [-b REGEX ...] [--profile quick]
+        [--machine NAME] [--python same] [--work-dir DIR] [--env-dir DIR]
+        [--from-runs WORK_DIR] [-o results.md] [--write-config asv.conf.json [--widen-only]]
 
 Without ``--config`` the suite runs against the release-history repository
 ``.asv/jax-releases`` (``python -m jaxbench_helpers history``). ``--python same`` measures the
 running interpreter's jax instead of an asv-built environment (``asv run --python=same
 --set-commit-hash COMMIT``).
+
+``--installs N`` measures N installs of the same code instead of N runs of one: the commit and
+N-1 commits on top of it, in a scratch clone of the config's repository, that each add a line to
+a text file outside the package. asv builds and installs each anew, as it does every commit of a
+history, and installs of the same code move some instruction counts further than runs of one
+install do (``results/COUNTS.md``), so thresholds from installs are what a step between two
+commits has to clear. ``--widen-only`` writes a threshold only where it is wider than the
+config's entry, so the thresholds of runs and of installs can be combined.
 
 The Markdown report gives, per benchmark and parameter combination: the median of each run,
 the spread within each run (interquartile range / median, from asv's ``stats_q_25`` and
@@ -35,10 +43,10 @@ import tempfile
 from dataclasses import dataclass
 
 from ..analysis import results
-from ..common import asvconfig, machine, paths, quiet
+from ..common import asvconfig, git, machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
-from ..host import asvconf, pythons
+from ..host import asvconf, history, pythons
 from ..runtime import counts, profiles
 
 # asv publish's threshold where regressions_thresholds has no matching entry
@@ -59,6 +67,9 @@ LOAD_RECORD = quiet.RECORD_NAME
 COUNT_LAYOUTS = ("4120,7", "65544,100", "100008,333", "24600,50")
 # in each run's folder: the environment calibrate gave that run beyond its own
 RUN_ENVIRONMENT = "environment.json"
+# in the work folder of --installs: the commits measured, one install each, in order
+INSTALLS_RECORD = "installs.json"
+INSTALLS_BRANCH = "jaxbench-installs"
 
 
 class CalibrationError(ValueError):
@@ -242,9 +253,10 @@ def _format_dict(entries, indent):
     return "{\n" + ",\n".join(rows) + "\n" + indent + "}"
 
 
-def write_thresholds(path, new, replaced=()):
+def write_thresholds(path, new, replaced=(), widen_only=False):
     """Set ``new`` ({regex: threshold}) in the config at ``path``, keeping its other entries
-    except those in ``replaced`` (the entries of the calibrated cases, re-decided now). Only the
+    except those in ``replaced`` (the entries of the calibrated cases, re-decided now); with
+    ``widen_only`` an entry is only ever raised, and none is removed. Only the
     regressions_thresholds value changes, or the key is inserted before "benchmark_dir"; the
     file's comments stay. Returns the resulting dict."""
     from asv.config import Config
@@ -259,8 +271,12 @@ def write_thresholds(path, new, replaced=()):
     existing = current.get(KEY) or {}
     if not isinstance(existing, dict):
         raise CalibrationError(f"{path}: {KEY} is not a dict of regex -> threshold")
-    merged = {k: v for k, v in existing.items() if k not in set(replaced) | set(new)}
-    merged.update(new)
+    if widen_only:
+        merged = dict(existing)
+        merged.update({k: max(v, existing.get(k, v)) for k, v in new.items()})
+    else:
+        merged = {k: v for k, v in existing.items() if k not in set(replaced) | set(new)}
+        merged.update(new)
     merged = dict(sorted(merged.items()))
     found = re.search(r'^([ \t]*)"' + KEY + r'"\s*:\s*', text, flags=re.M)
     if found:
@@ -370,16 +386,57 @@ def recorded_environment(results_folder):
         return None
 
 
-def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_python,
-            env_dir=None, echo=True):
-    """Run asv ``runs`` times, one run at a time, each with its own config copy and results
-    folder under ``work_dir``, and its count children's heap layout (``run_environment``).
-    Returns [results folder]."""
+def check_work_dir(conf, work_dir):
     own_results = os.path.realpath(conf["results_dir"])
     if os.path.realpath(work_dir).startswith(own_results + os.sep) or (
             os.path.realpath(work_dir) == own_results):
         raise CalibrationError(f"--work-dir {work_dir} lies inside the config's results folder "
                                f"{own_results}; pick a scratch folder")
+
+
+def neutral_installs(conf, commit, installs, work_dir):
+    """A clone of the config's repository in ``work_dir`` with ``installs`` - 1 neutral commits
+    (``history.neutral_commit``) on top of ``commit``; records them in ``INSTALLS_RECORD``.
+    Returns (the config pointed at the clone, [commit hash, neutral commit hashes])."""
+    check_work_dir(conf, work_dir)
+    source = conf["repo"]
+    found = git.run(source, "rev-parse", "-q", "--verify", f"{commit}^{{commit}}",
+                    check=False) if os.path.isdir(source) else None
+    if found is None or found.returncode:
+        raise CalibrationError(f"--installs: no commit {commit!r} in the config's repository "
+                               f"{source} (--installs needs a local repository)")
+    base = found.stdout.strip()
+    clone = os.path.join(work_dir, "repo")
+    if os.path.exists(clone):
+        raise CalibrationError(f"{clone} exists already; pass an empty --work-dir")
+    os.makedirs(work_dir, exist_ok=True)
+    # --shared: the clone borrows the source's objects, so a history of every release costs
+    # nothing to copy; the source is only read
+    history._git(work_dir, "clone", "-q", "--shared", "--no-checkout", source, clone)
+    history._git(clone, "checkout", "-q", "-B", INSTALLS_BRANCH, base)
+    commits = [base] + [history.neutral_commit(clone, f"neutral commit {i} (calibrate "
+                                               "--installs)") for i in range(1, installs)]
+    with open(os.path.join(work_dir, INSTALLS_RECORD), "w") as f:
+        json.dump({"repo": clone, "commits": commits}, f)
+    return dict(conf, repo=clone), commits
+
+
+def recorded_installs(work_dir):
+    """The commits an ``--installs`` calibration measured in ``work_dir``, in order (None
+    where the runs measured one commit)."""
+    try:
+        with open(os.path.join(work_dir, INSTALLS_RECORD)) as f:
+            return json.load(f)["commits"]
+    except FileNotFoundError:
+        return None
+
+
+def measure(conf, *, commits, machine, bench, profile, work_dir, same_python, env_dir=None,
+            echo=True):
+    """Run asv once per entry of ``commits`` (one commit repeated, or one install each), one
+    run at a time, each with its own config copy and results folder under ``work_dir``, and
+    its count children's heap layout (``run_environment``). Returns [results folder]."""
+    check_work_dir(conf, work_dir)
     env = dict(os.environ)
     env.pop(counts.HEAP_SHIFT_ENV, None)  # each run's own (run_environment)
     conf = json.loads(json.dumps(conf))
@@ -395,7 +452,8 @@ def measure(conf, *, commit, runs, machine, bench, profile, work_dir, same_pytho
             if value:
                 env[name] = value
     folders = []
-    for i in range(1, runs + 1):
+    runs = len(commits)
+    for i, commit in enumerate(commits, 1):
         folder = os.path.join(work_dir, f"run-{i}")
         if os.path.exists(folder):
             raise CalibrationError(f"{folder} exists already; pass an empty --work-dir")
@@ -483,7 +541,8 @@ def layouts_line(found, environments):
 
 
 def markdown(found, *, commit, commit_name, runs, machine, factor, margin, spread_limit,
-             profile, proposed, loads, written=None, folders=(), environments=None):
+             profile, proposed, loads, written=None, folders=(), environments=None,
+             installs=None, widened=None):
     complete = [c for c in found if c.complete]
     failed = [c for c in found if c.failed]
     skipped = [c for c in found if not c.complete and not c.failed]
@@ -502,12 +561,21 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
              if timed else "no timed case")
     benchmarks = len({c.key.benchmark for c in complete})
     load_text = "; ".join(r.summary() for r in loads) if loads else "not recorded"
+    if installs:
+        title = f"{commit_name} installed {runs} times"
+        neutral = ", ".join(f"`{c[:8]}`" for c in installs[1:])
+        what = (f"commit `{commit[:8]}` and the neutral commits on top of it ({neutral}: each "
+                f"adds a line to `{history.NEUTRAL_FILE}`, outside the package); each run a "
+                "separate `asv run` of one of them, which builds and installs the same code "
+                "anew")
+    else:
+        title = f"{commit_name} measured {runs} times"
+        what = f"commit `{commit[:8]}`; each run a separate `asv run` of the same commit"
     lines = [
-        f"# Noise calibration: {commit_name} measured {runs} times",
+        f"# Noise calibration: {title}",
         "",
-        f"Machine `{machine}`, commit `{commit[:8]}`, profile `{profile or 'as configured'}`; "
-        f"each run a separate `asv run` of the same commit. The machine while it ran: "
-        f"{load_text}.",
+        f"Machine `{machine}`, {what}, profile `{profile or 'as configured'}`. The machine "
+        f"while it ran: {load_text}.",
         "",
         f"* Benchmark × parameter cases with a value in every run: **{len(complete)}**, of "
         f"{benchmarks} benchmarks ({len(failed)} failed, {len(skipped)} skipped in some run; "
@@ -567,6 +635,9 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
     ]
     if written:
         lines.append(f"Written into `{written}`.")
+    elif widened is not None:
+        lines.append(f"Written into `{widened[0]}` where wider than its entry: "
+                     f"{len(widened[1])} of {len(proposed)} raised, the others kept.")
     else:
         lines.append("Write them into a config with `--write-config asv.conf.json`.")
     run_heads = " | ".join(f"run {i}" for i in range(1, runs + 1))
@@ -605,7 +676,10 @@ def parse(argv):
                         "release-history repository .asv/jax-releases)")
     parser.add_argument("--commit", help="commit, tag or branch to measure (default: the head "
                         "of the config's first branch)")
-    parser.add_argument("--runs", type=int, default=2, help="asv runs of the commit (default 2)")
+    parser.add_argument("--runs", type=int, help="asv runs of the commit (default 2)")
+    parser.add_argument("--installs", type=int, metavar="N",
+                        help="measure N installs of the commit's code instead: the commit and "
+                        "N-1 neutral commits on top of it, in a scratch clone, one run each")
     parser.add_argument("--factor", type=float, default=1.10,
                         help="asv compare's factor to test for false positives (default 1.10)")
     parser.add_argument("--bench", "-b", action="append", default=[],
@@ -632,9 +706,25 @@ def parse(argv):
     quiet.add_arguments(parser)
     parser.add_argument("--write-config", metavar="PATH",
                         help="write the proposed regressions_thresholds into this asv config")
+    parser.add_argument("--widen-only", action="store_true",
+                        help="with --write-config: raise an entry where the proposal is wider, "
+                        "never lower or remove one (to add installs' thresholds to runs')")
     args = parser.parse_args(argv)
-    if args.runs < 2:
-        parser.error(f"--runs {args.runs}: comparing needs 2 runs or more")
+    if args.runs is not None and args.installs is not None:
+        parser.error("--runs and --installs: pass one (--installs N is N runs, one install "
+                     "each)")
+    if args.installs is not None and args.python == "same":
+        parser.error("--installs with --python same: an existing environment installs "
+                     "nothing; drop --python same")
+    if args.from_runs and (args.runs is not None or args.installs is not None):
+        parser.error("--from-runs reports on the runs already there; drop --runs/--installs")
+    what = "installs" if args.installs is not None else "runs"
+    count = getattr(args, what)
+    if count is not None and count < 2:
+        parser.error(f"--{what} {count}: comparing needs 2 {what} or more")
+    args.runs = args.runs or 2
+    if args.widen_only and not args.write_config:
+        parser.error("--widen-only applies to --write-config PATH; pass the config to widen")
     if args.factor <= 1:
         parser.error(f"--factor {args.factor}: must be above 1 (1.10 means 10%)")
     if args.margin <= 0 or args.spread_limit <= 0:
@@ -662,33 +752,47 @@ def main(argv=None):
             work_dir = os.path.abspath(args.work_dir
                                        or tempfile.mkdtemp(prefix="jaxbench-calib-"))
             ensure_described(machine)
+            if args.installs:
+                conf, measured = neutral_installs(conf, commit_name, args.installs, work_dir)
+            else:
+                measured = [commit_name] * args.runs
             with quiet.timing_session("calibrate", allow_busy=args.allow_busy,
                                       record_path=os.path.join(work_dir, LOAD_RECORD),
                                       say=_say):
-                folders = measure(conf, commit=commit_name, runs=args.runs, machine=machine,
-                                  bench=args.bench, profile=args.profile, work_dir=work_dir,
+                folders = measure(conf, commits=measured, machine=machine, bench=args.bench,
+                                  profile=args.profile, work_dir=work_dir,
                                   same_python=args.python == "same", env_dir=args.env_dir)
         loads = quiet.read_records(os.path.join(work_dir, LOAD_RECORD))
         loaded = [load_run(f, machine) for f in folders]
-        commits = {c for c, _, _ in loaded}
-        if len(commits) != 1:
-            raise CalibrationError(f"the runs measured different commits: {sorted(commits)}")
+        installs = recorded_installs(work_dir)
+        order = [c for c, _, _ in loaded]
+        if installs and order != installs[:len(order)]:
+            raise CalibrationError(f"the runs in {work_dir} measured {order}, not the installs "
+                                   f"recorded in {INSTALLS_RECORD}: {installs}")
+        if not installs and len(set(order)) != 1:
+            raise CalibrationError(f"the runs measured different commits: {sorted(set(order))}")
         units = {}
         for _, _, u in loaded:
             units.update(u)
         found = cases([m for _, m, _ in loaded], units)
         proposed = thresholds([c for c in found if c.complete], args.margin)
-        written = None
-        if args.write_config:
+        written = widened = None
+        if args.write_config and args.widen_only:
+            before = asvconfig.read(args.write_config).get(KEY) or {}
+            write_thresholds(args.write_config, proposed, widen_only=True)
+            widened = (args.write_config,
+                       [k for k, v in proposed.items() if k not in before or v > before[k]])
+        elif args.write_config:
             replaced = [threshold_regex(c.name) for c in found if c.complete]
             write_thresholds(args.write_config, proposed, replaced)
             written = args.write_config
-        text = markdown(found, commit=commits.pop(), commit_name=commit_name, runs=len(folders),
+        text = markdown(found, commit=order[0], commit_name=commit_name, runs=len(folders),
                         machine=machine, factor=args.factor, margin=args.margin,
                         spread_limit=args.spread_limit,
                         profile=args.profile or _matrix_first(conf, "JAXBENCH_PROFILE"),
                         proposed=proposed, loads=loads, written=written, folders=folders,
-                        environments=[recorded_environment(f) for f in folders])
+                        environments=[recorded_environment(f) for f in folders],
+                        installs=installs, widened=widened)
     except (CalibrationError, results.ResultsError, asvconfig.ConfigError, UserError) as err:
         print(f"jaxbench calibrate: {err}", file=sys.stderr)
         return 1

@@ -449,17 +449,14 @@ def planted_history(repo, release_hash, phase, fraction, commits, at):
     history._git(repo, "checkout", "-q", "-B", branch, release_hash)
     planted = None
     for i in range(1, commits + 1):
-        if i == at:
-            paths = plants.apply(repo, phase, fraction)
-            message = f"plant: {phase} takes {fraction:.0%} longer"
-        else:
-            with open(os.path.join(repo, "JAXBENCH_NEUTRAL.txt"), "a") as f:
-                f.write(f"neutral commit {i}\n")
-            paths, message = ["JAXBENCH_NEUTRAL.txt"], f"neutral commit {i}"
+        if i != at:
+            history.neutral_commit(repo, f"neutral commit {i}", env=PLANT_AUTHOR)
+            continue
+        paths = plants.apply(repo, phase, fraction)
         history._git(repo, "add", "--", *paths)
-        history._git(repo, "commit", "-q", "-m", message, env=PLANT_AUTHOR)
-        if i == at:
-            planted = history._git(repo, "rev-parse", "HEAD")
+        history._git(repo, "commit", "-q", "-m", f"plant: {phase} takes {fraction:.0%} longer",
+                     env=PLANT_AUTHOR)
+        planted = history._git(repo, "rev-parse", "HEAD")
     last = history._git(repo, "rev-parse", "HEAD")
     history._git(repo, "checkout", "-q", "main")
     return branch, planted, last
