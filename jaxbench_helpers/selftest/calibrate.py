@@ -542,7 +542,7 @@ def layouts_line(found, environments):
 
 def markdown(found, *, commit, commit_name, runs, machine, factor, margin, spread_limit,
              profile, proposed, loads, written=None, folders=(), environments=None,
-             installs=None, widened=None):
+             installs=None, raised=None):
     complete = [c for c in found if c.complete]
     failed = [c for c in found if c.failed]
     skipped = [c for c in found if not c.complete and not c.failed]
@@ -633,11 +633,11 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         "```",
         "",
     ]
-    if written:
+    if written and raised is not None:
+        lines.append(f"Written into `{written}` where wider than its entry: "
+                     f"{len(raised)} of {len(proposed)} raised, the others kept.")
+    elif written:
         lines.append(f"Written into `{written}`.")
-    elif widened is not None:
-        lines.append(f"Written into `{widened[0]}` where wider than its entry: "
-                     f"{len(widened[1])} of {len(proposed)} raised, the others kept.")
     else:
         lines.append("Write them into a config with `--write-config asv.conf.json`.")
     run_heads = " | ".join(f"run {i}" for i in range(1, runs + 1))
@@ -776,23 +776,22 @@ def main(argv=None):
             units.update(u)
         found = cases([m for _, m, _ in loaded], units)
         proposed = thresholds([c for c in found if c.complete], args.margin)
-        written = widened = None
+        written = raised = None
         if args.write_config and args.widen_only:
             before = asvconfig.read(args.write_config).get(KEY) or {}
             write_thresholds(args.write_config, proposed, widen_only=True)
-            widened = (args.write_config,
-                       [k for k, v in proposed.items() if k not in before or v > before[k]])
+            raised = [k for k, v in proposed.items() if k not in before or v > before[k]]
         elif args.write_config:
             replaced = [threshold_regex(c.name) for c in found if c.complete]
             write_thresholds(args.write_config, proposed, replaced)
-            written = args.write_config
+        written = args.write_config
         text = markdown(found, commit=order[0], commit_name=commit_name, runs=len(folders),
                         machine=machine, factor=args.factor, margin=args.margin,
                         spread_limit=args.spread_limit,
                         profile=args.profile or _matrix_first(conf, "JAXBENCH_PROFILE"),
                         proposed=proposed, loads=loads, written=written, folders=folders,
                         environments=[recorded_environment(f) for f in folders],
-                        installs=installs, widened=widened)
+                        installs=installs, raised=raised)
     except (CalibrationError, results.ResultsError, asvconfig.ConfigError, UserError) as err:
         print(f"jaxbench calibrate: {err}", file=sys.stderr)
         return 1
