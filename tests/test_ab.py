@@ -46,7 +46,10 @@ def _ab(work, conf, *args):
 @pytest.fixture(scope="module")
 def compared(planted):
     work, conf, release, plant = planted
-    return (*_ab(work, conf, release, plant), planted)
+    # the plant doubles the dispatch; a factor of 1.5 keeps the verdicts about the machinery:
+    # on a shared CI runner a NumPy control read 1.10 (interval 1.07-1.14) at the default 1.1.
+    # What the A/B sees at 10% on a quiet machine is measured, not asserted (results/AA.md)
+    return (*_ab(work, conf, release, plant, "--factor", "1.5"), planted)
 
 
 def test_the_plant_is_flagged_and_the_controls_are_not(compared):
