@@ -322,6 +322,26 @@ def test_a_dump_gives_each_function_its_own_instructions():
     assert len(left_out) == 2
 
 
+def _with_consolidation(text, own, unlinked):
+    """A dump with glibc's malloc_consolidate in it: ``own`` instructions of its own, and a call
+    of ``unlinked`` instructions into unlink_chunk."""
+    block = (f"fn=(4) malloc_consolidate\n0 {own}\ncfn=(5) unlink_chunk.constprop.0\ncalls=3 0\n"
+             f"0 {unlinked}\nfn=(5)\n0 {unlinked}\n\ntotals: ")
+    total = int(text[text.index("totals: ") + 8:].split()[0])
+    return text.replace(f"\ntotals: {total}", "\n" + block + str(total + own + unlinked))
+
+
+def test_a_dump_gives_the_calls_each_function_makes_and_the_housekeeping_is_read_whole(
+        tmp_path):
+    dump = counts.parse_dump(_with_consolidation(DUMP, 300, 100).splitlines(True))
+    assert dump["totals"] == 960
+    assert dump["callees"]["malloc_consolidate"] == 100  # unlink_chunk's, inclusive
+    assert dump["callees"]["jax::Call()"] == 500
+    (tmp_path / "d").write_text(_with_consolidation(DUMP, 300, 100))
+    # the thread pool's own 510, and malloc_consolidate with what it calls: 400
+    assert counts._read_dump(str(tmp_path), "region-7", "d") == (960, 510, 400)
+
+
 def test_a_dump_that_does_not_add_up_is_an_error():
     with pytest.raises(counts.CountError, match="does not add up"):
         counts.parse_dump(DUMP.replace("totals: 560", "totals: 561").splitlines(True))
@@ -362,13 +382,29 @@ def test_settling_makes_each_count_the_least_sample_less_the_region_and_the_pool
     # the empty region's own count (the median of three) and the thread pool's 510 come off
     assert settled["baseline"] == 600 - 510
     assert settled["cases"][run] == {"count": 5_000, "samples": [5_000, 9_000, 7_000],
-                                     "excluded": [510, 510, 510], "wall_s": 1.0}
+                                     "excluded": [510, 510, 510], "housekeeping": [0, 0, 0],
+                                     "wall_s": 1.0}
     # the least sample, per call of the 100 the phase times
     assert settled["cases"][dispatch]["count"] == 300_000 / workload.DISPATCH_CALLS
     assert "empty" not in settled
     kept = sorted(os.listdir(keep))
     assert len(kept) == 5 and kept[0].startswith("C.time_dispatch_100_calls_") and all(
         name.endswith(".callgrind") for name in kept)
+
+
+def test_settling_leaves_out_the_allocators_deferred_consolidation(tmp_path):
+    regions = _dumps(tmp_path, [600, 600, 600, 5_600, 5_200])
+    # the second sample's 5,200 become 9,600 with 4,400 of consolidation (a lump that lands in
+    # one sample and not another): without it the sample is the least
+    lumpy = tmp_path / regions[4][1]
+    lumpy.write_text(_with_consolidation(lumpy.read_text(), 3_000, 1_400))
+    run = json.dumps(["C", "time_run", ["'float32'"]])
+    results = {"empty": regions[:3], "cases": {
+        run: {"regions": regions[3:], "totals": [5_600, 9_600], "wall_s": 1.0}}}
+    entry = counts.settle(results, str(tmp_path))["cases"][run]
+    assert entry["samples"] == [5_000, 4_600]
+    assert entry["count"] == 4_600
+    assert entry["housekeeping"] == [0, 4_400] and entry["excluded"] == [510, 510]
 
 
 def test_settling_refuses_a_dump_of_another_region(tmp_path):

@@ -30,11 +30,14 @@ fresh objects of cold phases), one uncounted call before the samples of every ph
 warm-up; for a cold phase, the call that would find setup's warm caches), the garbage
 collector off inside the region (asv's timer turns it off too). A count is the least of its
 samples less the count of an empty region (the region's own cost: the return from the start
-request and the call into the stop request). The least, not the median: glibc's allocator
-consolidates its free lists (``malloc_consolidate``) inside some samples and not others,
-depending on the heap the process's history left (1-2 % of a dispatch count, so the median of
-a few samples moved by that much between processes, or when another class ran first); the
-least is the sample without that housekeeping, the same whatever ran before. The phases of
+request and the call into the stop request), and less glibc's deferred housekeeping
+(HOUSEKEEPING_FUNCTIONS: ``malloc_consolidate``, which merges the chunks freed into its fast
+bins when a later call asks for it, with all it calls): how much of it lands in a region
+depends on what the process freed before, not on the region (0.9-1.9 M of a 25 M compile,
+3% between processes, one sample in two of a dispatch). The least, not the median: the
+allocator's other paths still move a sample (1-2 % of a dispatch count, so the median of a few
+samples moved by that much between processes, or when another class ran first); the least is
+the sample with the fewest of them, the same whatever ran before. The phases of
 many calls (dispatch, latency) get MANY_SAMPLES samples where they are cheap (a region's
 total under MANY_SAMPLES_BELOW instructions), so that one of them misses the housekeeping; the
 stages two (PHASE_SAMPLES), a compile because it takes one of two counts at random; others
@@ -126,7 +129,8 @@ BENCHMARK_TIMEOUT = CHILD_TIMEOUT + 120
 # compile takes two samples
 # 5: programs compiled with the persistent cache on no longer carry its folder (asv's random
 # temporary one) in their compile options
-MECHANISM_VERSION = "5"
+# 6: glibc's deferred consolidation of its fast bins (HOUSEKEEPING_FUNCTIONS) is left out
+MECHANISM_VERSION = "6"
 
 # the sizes every count is made at (see the module's docstring)
 COUNT_PROFILE = "quick"
@@ -547,6 +551,14 @@ def in_child():
 # instructions either way between samples of 100 calls). The work of the tasks the pool runs
 # is in other functions and stays counted.
 EXCLUDED_FUNCTIONS = re.compile(r"^(Eigen::ThreadPoolTempl<|Eigen::RunQueue<)")
+# Functions whose instructions a count leaves out with everything they call: glibc's merging of
+# the chunks its fast bins hold, which the allocator defers until some later malloc or free
+# needs it. The frees that filled the bins may be the region's or any before it, so the lump
+# lands in one sample and not the next, and in every process in other amounts (the seed
+# matmul's compile on jax 0.10.2: 0.9-1.9 M instructions of 25 M). The allocator's other work,
+# malloc and free themselves included, stays counted. Where libc has no symbol for it (a
+# stripped libc), nothing matches and the counts keep the lump.
+HOUSEKEEPING_FUNCTIONS = ("malloc_consolidate",)
 
 
 class Counter:
@@ -607,53 +619,61 @@ def dump_totals(path):
 
 def settle(results, dumps, keep=None):
     """The child's results with counts: each sample's dump (in ``dumps``) read, the excluded
-    functions and the empty region's count taken out of it, the count the least sample (per
-    call). With ``keep``, every sample's dump moves there, named after its case, for
-    callgrind_annotate."""
+    functions, the allocator's housekeeping and the empty region's count taken out of it, the
+    count the least sample (per call). With ``keep``, every sample's dump moves there, named
+    after its case, for callgrind_annotate."""
     regions = results.pop("empty")
-    results["baseline"] = statistics.median(total - left_out for total, left_out in (
-        _read_dump(dumps, *region) for region in regions))
+    results["baseline"] = statistics.median(
+        total - pool - housekeeping
+        for total, pool, housekeeping in (_read_dump(dumps, *region) for region in regions))
     for key, entry in results["cases"].items():
         if "regions" not in entry:
             continue
         cls_name, time_name, params = json.loads(key)
         label = re.sub(r"[^\w.,=-]+", "_", f"{cls_name}.{time_name}({', '.join(params)})")
-        samples, excluded = [], []
+        samples, excluded, housekeeping = [], [], []
         for region in entry.pop("regions"):
-            total, left_out = _read_dump(dumps, *region)
-            samples.append(total - left_out - results["baseline"])
-            excluded.append(left_out)
+            total, pool, consolidation = _read_dump(dumps, *region)
+            samples.append(total - pool - consolidation - results["baseline"])
+            excluded.append(pool)
+            housekeeping.append(consolidation)
             if keep:
                 shutil.move(os.path.join(dumps, region[1]),
                             os.path.join(keep, f"{label}-{region[0]}.callgrind"))
         del entry["totals"]
         entry.update(count=min(samples) / track_name(time_name)[1], samples=samples,
-                     excluded=excluded)
+                     excluded=excluded, housekeeping=housekeeping)
     return results
 
 
 def _read_dump(folder, region, file_name):
-    """(instructions, those of the excluded functions) of one region's dump."""
+    """(instructions, those of the excluded functions, those of the housekeeping functions and
+    their callees) of one region's dump."""
     with open(os.path.join(folder, file_name)) as f:
         dump = parse_dump(f)
     if dump["trigger"] != f"Client Request: {region}":
         raise CountError(f"callgrind dump {file_name} is not the one of {region} (trigger "
                          f"{dump['trigger']!r})")
     excluded = sum(cost for fn, cost in dump["self"].items() if EXCLUDED_FUNCTIONS.match(fn))
-    return dump["totals"], excluded
+    housekeeping = sum(dump["self"].get(fn, 0) + dump["callees"].get(fn, 0)
+                       for fn in HOUSEKEEPING_FUNCTIONS)
+    return dump["totals"], excluded, housekeeping
 
 
 def parse_dump(lines):
-    """A callgrind dump (one event, Ir): its ``totals``, its ``trigger`` and the instructions
-    of each function itself, callees not included (``self``; they add up to ``totals``)."""
+    """A callgrind dump (one event, Ir): its ``totals``, its ``trigger``, the instructions of
+    each function itself, callees not included (``self``; they add up to ``totals``), and those
+    of the calls each function makes, the callees' inclusive costs (``callees``)."""
     names = {}
     own = {}
+    callees = {}
     function = None
     totals = trigger = None
     call_line = False
     for line in lines:
         if call_line:  # the inclusive cost of the call named above: the callee's, not ours
             call_line = False
+            callees[function] = callees.get(function, 0) + int(line.split()[1])
             continue
         head = line[:1]
         if head.isdigit() or head in "+-*":
@@ -672,7 +692,7 @@ def parse_dump(lines):
     if totals is None or sum(own.values()) != totals:
         raise CountError(f"a callgrind dump that does not add up: totals {totals}, functions "
                          f"{sum(own.values())}")
-    return {"totals": totals, "trigger": trigger, "self": own}
+    return {"totals": totals, "trigger": trigger, "self": own, "callees": callees}
 
 
 def _name(names, text):
