@@ -34,7 +34,7 @@ request and the call into the stop request), and less glibc's deferred housekeep
 (HOUSEKEEPING_FUNCTIONS: ``malloc_consolidate``, which merges the chunks freed into its fast
 bins when a later call asks for it, with all it calls): how much of it lands in a region
 depends on what the process freed before, not on the region (0.9-1.9 M of a 25 M compile,
-3% between processes, one sample in two of a dispatch). The least, not the median: the
+3% between processes; 1-2% of a dispatch sample). The least, not the median: the
 allocator's other paths still move a sample (1-2 % of a dispatch count, so the median of a few
 samples moved by that much between processes, or when another class ran first); the least is
 the sample with the fewest of them, the same whatever ran before. The phases of
