@@ -39,9 +39,9 @@ allocator's other paths still move a sample (1-2 % of a dispatch count, so the m
 samples moved by that much between processes, or when another class ran first); the least is
 the sample with the fewest of them, the same whatever ran before. The phases of
 many calls (dispatch, latency) get MANY_SAMPLES samples where they are cheap (a region's
-total under MANY_SAMPLES_BELOW instructions), so that one of them misses the housekeeping; the
-stages two (PHASE_SAMPLES), a compile because it takes one of two counts at random; others
-DEFAULT_SAMPLES, and one where the first totals more than ONE_SAMPLE_ABOVE.
+total under MANY_SAMPLES_BELOW instructions), so that one of them misses the allocator's other
+paths; the stages two (PHASE_SAMPLES), a compile because it takes one of two counts at random;
+others DEFAULT_SAMPLES, and one where the first totals more than ONE_SAMPLE_ABOVE.
 
 The child counts a class's warm phases before its stages (a stage's setup clears JAX's caches,
 after which a warm phase's program would compile again), and freezes the garbage collector's
