@@ -85,11 +85,12 @@ class StagePhases:
 
     @cold
     def time_compile(self, *params):
-        """StableHLO -> executable: ``Lowered.compile()`` of a fresh lowering, in-memory caches
-        cleared and the persistent compilation cache off.
+        """StableHLO -> executable: ``Lowered.compile()`` of a fresh lowering, JAX's in-memory
+        caches cleared and the persistent compilation cache off.
 
         Timed: XLA compiling the program once, and loading the executable. Not timed:
-        tracing and lowering (setup), running the executable.
+        tracing and lowering (setup), running the executable. On a GPU, XLA's autotuning
+        results from the process's first compile of the program are reused (docs/phases.md).
         """
         self.prepared.take("compile").compile()
 
