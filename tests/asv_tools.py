@@ -25,11 +25,24 @@ def config(tmp_path, repo, profile="quick", **kwargs):
     return asvconfig.write(conf, str(tmp_path / "asv.conf.json"))
 
 
+def _environment(conf, env):
+    """This process's environment and ``env``, with the config's Pythons found as the jaxbench
+    commands find them."""
+    return pythons.asv_env(asvconfig.read(conf).get("pythons", []),
+                           dict(os.environ, **(env or {})))
+
+
 def asv(conf, *args, env=None, timeout=3600):
-    """Run asv, finding the config's Pythons as the jaxbench commands do; returns (exit code,
-    combined output)."""
-    environ = pythons.asv_env(asvconfig.read(conf).get("pythons", []),
-                              dict(os.environ, **(env or {})))
+    """Run asv; returns (exit code, combined output)."""
     proc = subprocess.run([sys.executable, "-m", "asv", "--config", conf, *args],
-                          capture_output=True, text=True, timeout=timeout, env=environ)
+                          capture_output=True, text=True, timeout=timeout,
+                          env=_environment(conf, env))
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def start_asv(conf, *args, log, cpus, env=None):
+    """Start asv in the background on the CPUs ``cpus`` alone (it and everything it starts),
+    its combined output going to the open file ``log``; returns the process."""
+    return subprocess.Popen([sys.executable, "-m", "asv", "--config", conf, *args],
+                            stdout=log, stderr=subprocess.STDOUT, env=_environment(conf, env),
+                            preexec_fn=lambda: os.sched_setaffinity(0, cpus))
