@@ -89,8 +89,8 @@ class StagePhases:
         caches cleared and the persistent compilation cache off.
 
         Timed: XLA compiling the program once, and loading the executable. Not timed:
-        tracing and lowering (setup), running the executable. On a GPU, XLA's autotuning
-        results from the process's first compile of the program are reused (docs/phases.md).
+        tracing and lowering (setup), running the executable. On a GPU, what XLA kept in
+        memory from the process's first compile of the program (docs/phases.md).
         """
         self.prepared.take("compile").compile()
 
