@@ -13,6 +13,7 @@ import math
 import os
 import re
 import subprocess
+import time
 
 import pytest
 from asv_tools import asv, config, git_repo, start_asv
@@ -157,13 +158,14 @@ def span_runs(request, tmp_path_factory):
                              "--show-stderr", "--set-commit-hash", head, "--machine", "span",
                              env={"JAXBENCH_PROFILE": "quick"}, log=log,
                              cpus={cpus[index % len(cpus)]})
-            started[version] = (proc, log, tmp_path)
+            # an hour for each run, counted from its own start
+            started[version] = (proc, log, tmp_path, time.monotonic() + 3600)
         runs = {}
-        for version, (proc, _, tmp_path) in started.items():
-            rc = proc.wait(timeout=3600)
+        for version, (proc, _, tmp_path, deadline) in started.items():
+            rc = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             runs[version] = (rc, (tmp_path / "run.log").read_text(), tmp_path / "results")
     finally:
-        for proc, log, _ in started.values():
+        for proc, log, *_ in started.values():
             if proc.poll() is None:
                 proc.kill()
             log.close()
