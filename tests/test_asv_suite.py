@@ -1,5 +1,6 @@
 """The suite as asv sees it: discovery, argument checks, and one run of every benchmark but the
-instruction counts (test_release_span.py runs those on the oldest and the newest release)."""
+instruction counts (test_release_span.py runs those on the newest release, bench_staging's on the
+oldest too)."""
 
 import json
 import os
