@@ -1,7 +1,7 @@
 """jaxbench's commands: ``python3 -m jaxbench_helpers COMMAND [ARGS]``.
 
     main      benchmark the newest JAX releases and publish html/ (the main job)
-    test      run the test suite
+    test      run the test suite (with arguments: pytest with them)
     history   build the release-history git repository from the jax sdists
     config    write an asv config pointed at another JAX repository
     publish   asv publish, plus the dashboard's libraries and its commit pages
@@ -50,13 +50,31 @@ def _has_asv():
     return importlib.util.find_spec("asv") is not None
 
 
+# At most this many test processes at once (pytest-xdist workers, one per CPU up to it)
+MAX_TEST_WORKERS = 4
+
+
 def _run_tests(argv):
+    """pytest with ``argv``; without arguments (the README's and CI's run), two passes: the
+    tests that judge no timing one per CPU (most keep one CPU busy: a pip install, a compile,
+    an asv benchmark process, a callgrind child), a test file's tests in one worker; then
+    those that assert on measured times (marker ``judges_timings``) one at a time, with
+    nothing else running. Both passes run; either failing fails the run."""
     import subprocess
 
     from .host import bootstrap
 
     os.chdir(bootstrap.ROOT)
-    return subprocess.run([sys.executable, "-m", "pytest", *argv]).returncode
+    pytest = [sys.executable, "-m", "pytest"]
+    if argv:
+        return subprocess.run([*pytest, *argv]).returncode
+    workers = min(MAX_TEST_WORKERS, len(os.sched_getaffinity(0)))
+    print(f"jaxbench: the tests that judge no timing, {workers} at a time", flush=True)
+    first = subprocess.run([*pytest, "-m", "not judges_timings", "-n", str(workers),
+                            "--dist", "loadfile"]).returncode
+    print("jaxbench: the tests that judge timings, one at a time", flush=True)
+    second = subprocess.run([*pytest, "-m", "judges_timings"]).returncode
+    return first or second
 
 
 def main(argv):

@@ -15,7 +15,7 @@ from jaxbench_helpers.common import asvconfig
 from jaxbench_helpers.host import ab, asvconf
 from jaxbench_helpers.selftest import sensitivity
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.judges_timings]
 
 MACHINE = "ab-test"
 BENCH = ["-b", r"JitTrivial\.time_dispatch", "-b", r"SquareMatmul\.time_(numpy|compile)",

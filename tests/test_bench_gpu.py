@@ -137,6 +137,7 @@ print(json.dumps([bench.track_calls_queued_before_first_result("float32") for _ 
 """
 
 
+@pytest.mark.judges_timings
 def test_async_dispatch_depth_counts_calls_queued_ahead_of_the_device(tmp_path):
     """CPU dispatch is asynchronous in the test environment's jax (0.4.33+): with the device
     busy for milliseconds per call, in a process pinned to one CPU as the regular profile runs

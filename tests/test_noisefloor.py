@@ -8,6 +8,7 @@ import pytest
 from jaxbench_helpers.selftest import noisefloor
 
 
+@pytest.mark.judges_timings
 def test_command_times_every_loop_in_pinned_fresh_processes(tmp_path, capsys):
     out = tmp_path / "floor.md"
     code = noisefloor.main(["--processes", "2", "--samples", "5", "--side", "64",

@@ -25,7 +25,7 @@ from asv_tools import asv, config
 from jaxbench_helpers.analysis import report
 from jaxbench_helpers.host import history
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.judges_timings]
 
 BENCHMARK = "bench_dispatch.JitTrivial.time_dispatch_100_calls"
 SUBSET = ["-b", r"JitTrivial\.time_dispatch_100_calls"]
