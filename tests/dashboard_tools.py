@@ -148,10 +148,12 @@ def measured_series(graph_file):
     return [sorted(s) for s in series if s]
 
 
-def plotted_series(page):
-    """[[x, ...] per line] of the flot plot on the page, once it is drawn."""
-    page.wait_for_function("() => { var p = $('#main-graph').data('plot'); "
-                           "return p && p.getData().length > 0; }")
+def plotted_series(page, lines=1):
+    """[[x, ...] per line] of the flot plot on the page, once it has drawn ``lines`` lines: asv
+    fetches each machine's graph file on its own and draws again as each arrives (on a loaded
+    machine a read after the first drawing saw one machine's line of two)."""
+    page.wait_for_function("n => { var p = $('#main-graph').data('plot'); "
+                           "return p && p.getData().length >= n; }", arg=lines)
     return page.evaluate("() => $('#main-graph').data('plot').getData()"
                          ".map(s => s.data.filter(d => d[1] !== null).map(d => d[0]))")
 

@@ -279,7 +279,7 @@ def test_graph_shows_a_point_per_measured_release_labelled_with_its_version(boar
     assert measured == _measured_revisions(results_dir, index, BENCHMARK, profile)
 
     page = dashboard_.open(BENCHMARK)
-    plotted = dt.plotted_series(page)
+    plotted = dt.plotted_series(page, len(expected))
     labels, offsets = dt.tag_labels(page)
     width = page.evaluate("() => $('#main-graph').width()")
     dashboard_.screenshot(f"{name}-graph.png")

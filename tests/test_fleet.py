@@ -115,7 +115,7 @@ def test_dashboard_filters_and_plots_both_machines(fleet):
         page.wait_for_function("() => location.hash.includes('JAXBENCH_PROFILE')")
         assert page.evaluate("() => location.hash") == (
             f"#{BENCHMARK}?env-JAXBENCH_PROFILE=regular")
-        plotted = dt.plotted_series(page)
+        plotted = dt.plotted_series(page, len(regular))
         dashboard.screenshot("fleet-one-profile.png")
         assert sorted(plotted) == sorted(regular)
         assert dt.selector_values(page, "env-JAXBENCH_PROFILE") == ["quick", "regular"]
@@ -123,11 +123,11 @@ def test_dashboard_filters_and_plots_both_machines(fleet):
         page = dashboard.open(BENCHMARK)
         assert page.evaluate("() => location.hash") == (
             f"#{BENCHMARK}?env-JAXBENCH_PROFILE=regular")
-        assert sorted(dt.plotted_series(page)) == sorted(regular)
+        assert sorted(dt.plotted_series(page, len(regular))) == sorted(regular)
 
         page = dashboard.open(f"{BENCHMARK}?env-JAXBENCH_PROFILE=quick"
                               "&env-JAXBENCH_PROFILE=regular")
-        plotted = dt.plotted_series(page)
+        plotted = dt.plotted_series(page, len(expected))
         dashboard.screenshot("fleet-machines.png")
         assert sorted(dt.selector_values(page, "machine")) == machines
         # every machine's line (one per machine and environment), with its releases
