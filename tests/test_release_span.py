@@ -191,7 +191,7 @@ def span_runs(request, tmp_path_factory):
     selected = {item.callspec.params["version"] for item in request.session.items
                 if item.module.__name__ == __name__ and hasattr(item, "callspec")}
     for version in sorted(selected):
-        release_venv(version)  # made one after the other, before anything is timed
+        release_venv(version)  # made before the runs start, one after the other
     lanes = {}
     for version, patterns, lane in RUNS:
         if version in selected:
