@@ -1,5 +1,6 @@
 """Running real asv from the tests, against derived configs in temporary folders."""
 
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +24,12 @@ def config(tmp_path, repo, profile="quick", **kwargs):
                           html_dir=str(tmp_path / "html"), env_dir=str(tmp_path / "env"),
                           profile=profile, **kwargs)
     return asvconfig.write(conf, str(tmp_path / "asv.conf.json"))
+
+
+def benchmark_names(results_dir):
+    """The names (no parameters) of every benchmark asv discovered: its benchmarks.json."""
+    with open(os.path.join(results_dir, "benchmarks.json")) as f:
+        return set(json.load(f)) - {"version"}
 
 
 def _environment(conf, env):

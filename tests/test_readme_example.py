@@ -7,7 +7,6 @@ so a guide that teaches a broken benchmark cannot pass."""
 
 import ast
 import itertools
-import json
 import os
 import re
 import shutil
@@ -16,7 +15,7 @@ import textwrap
 
 import pytest
 from asv_runner.discovery import disc_benchmarks
-from asv_tools import asv, config, git_repo
+from asv_tools import asv, benchmark_names, config, git_repo
 from test_bench_structure import (
     docstring_problems,
     parameter_problems,
@@ -171,8 +170,7 @@ def test_asv_discovers_and_runs_the_example_beside_the_suite(tmp_path, example):
     rc, out = asv(conf, "run", "--python=same", "--quick", "--dry-run", "--show-stderr",
                   "--machine", "ci", "--bench", rf"^{module}\.", env={"JAXBENCH_PROFILE": "quick"})
     assert rc == 0, out
-    with open(os.path.join(tmp_path, "results", "benchmarks.json")) as f:
-        names = set(json.load(f)) - {"version"}
+    names = benchmark_names(tmp_path / "results")
     ours = sorted(n for n in names if n.startswith(f"{module}."))
     assert ours, sorted(names)
     assert "bench_matmul.SquareMatmul.time_run" in names  # discovered beside the suite

@@ -22,7 +22,7 @@ import re
 import subprocess
 
 import pytest
-from asv_tools import asv, config, git_repo, start_asv
+from asv_tools import asv, benchmark_names, config, git_repo, start_asv
 
 from jaxbench_helpers.common import paths
 from jaxbench_helpers.host import history, pythons
@@ -154,17 +154,9 @@ def outcomes(results_dir):
     return found
 
 
-def benchmark_names(results_dir):
-    """The names of every benchmark asv discovered (benchmarks.json), without parameters."""
-    names = json.load(open(os.path.join(results_dir, "benchmarks.json")))
-    names.pop("version")
-    return set(names)
-
-
-def _start(version, patterns, cpu, tmp_path_factory):
-    """Start one asv run of ``version``'s benchmarks matching ``patterns`` on CPU ``cpu``;
-    returns (process, log file, results folder)."""
-    python = release_venv(version)
+def _start(version, python, patterns, cpu, tmp_path_factory):
+    """Start one asv run of ``version``'s benchmarks matching ``patterns`` with ``python`` (its
+    release venv) on CPU ``cpu``; returns (process, log file, results folder)."""
     tmp_path = tmp_path_factory.mktemp(f"span-{version}")
     repo = git_repo(tmp_path / "repo")
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
@@ -190,8 +182,8 @@ def span_runs(request, tmp_path_factory):
     cpus = sorted(os.sched_getaffinity(0))
     selected = {item.callspec.params["version"] for item in request.session.items
                 if item.module.__name__ == __name__ and hasattr(item, "callspec")}
-    for version in sorted(selected):
-        release_venv(version)  # made before the runs start, one after the other
+    # made before the runs start, one after the other
+    pythons_ = {version: release_venv(version) for version in sorted(selected)}
     lanes = {}
     for version, patterns, lane in RUNS:
         if version in selected:
@@ -201,11 +193,11 @@ def span_runs(request, tmp_path_factory):
     def run_lane(lane, runs):
         done = []
         for version, patterns in runs:
-            proc, log, results = _start(version, patterns, cpus[lane % len(cpus)],
-                                        tmp_path_factory)
+            proc, log, results = _start(version, pythons_[version], patterns,
+                                        cpus[lane % len(cpus)], tmp_path_factory)
             running.append((proc, log))
             rc = proc.wait(timeout=3600)  # an hour for each run, from its own start
-            log.close()
+            log.close()  # the finally below closes those a failure left open
             done.append((version, (rc, open(log.name).read(), results)))
         return done
 
@@ -232,7 +224,7 @@ def test_every_benchmark_runs_or_skips_as_pinned(version, span_runs):
         failed = sorted(name for name, value in found.items() if value is None)
         assert rc == 0 and not failed, (
             f"asv exit {rc}, failed on jax {version}: {failed}\n{run_out[-20000:]}")
-        discovered = benchmark_names(results)
+    discovered = benchmark_names(span_runs[version][0][2])
     # every benchmark meant to run on this release ran, each in exactly one run
     assert sum(len(outcomes(results)) for *_, results in span_runs[version]) == len(found)
     assert {name.split("(")[0] for name in found} == {
