@@ -35,6 +35,19 @@ def sdist_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("sdists"))
 
 
+@pytest.fixture(scope="session")
+def dispatch_plant(tmp_path_factory):
+    """jax 0.10.2 as a release-history repository and, on top of it, a commit that doubles
+    every jitted call's dispatch: (work folder, repository, release hash, planted hash). Built
+    once for the tests that compare the two (the A/B, and sensitivity's asv runs)."""
+    from jaxbench_helpers.selftest import sensitivity
+
+    work = tmp_path_factory.mktemp("dispatch-plant")
+    repo, release = sensitivity.build_repo(str(work), "0.10.2")
+    # the wrapper alone costs about 0.8 us a call; 100% doubles the rest
+    return work, repo, release, sensitivity.plant_commit(repo, release, "dispatch", 1.0)
+
+
 @pytest.fixture
 def fresh(profile):
     """Quick sizes (each benchmark object prepares its own state, as asv's one object per

@@ -13,7 +13,6 @@ import pytest
 
 from jaxbench_helpers.common import asvconfig
 from jaxbench_helpers.host import ab, asvconf
-from jaxbench_helpers.selftest import sensitivity
 
 pytestmark = [pytest.mark.slow, pytest.mark.judges_timings]
 
@@ -23,12 +22,9 @@ BENCH = ["-b", r"JitTrivial\.time_dispatch", "-b", r"SquareMatmul\.time_(numpy|c
 
 
 @pytest.fixture(scope="module")
-def planted(tmp_path_factory):
+def planted(dispatch_plant):
     """(work folder, config, release hash, planted hash)."""
-    work = tmp_path_factory.mktemp("ab")
-    repo, release = sensitivity.build_repo(str(work), "0.10.2")
-    # the wrapper alone costs about 0.8 us a call; 100% doubles the rest
-    plant = sensitivity.plant_commit(repo, release, "dispatch", 1.0)
+    work, repo, release, plant = dispatch_plant
     conf = asvconf.derive(repo, results_dir=str(work / "results"), html_dir=str(work / "html"),
                           env_dir=str(work / "env"), profile="quick")
     return work, asvconfig.write(conf, str(work / "asv.conf.json")), release, plant

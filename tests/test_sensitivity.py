@@ -6,8 +6,9 @@ wait, device_put, device_get) with the planted jax first on sys.path and the tes
 environment's jaxlib 0.10.2; only the planted phase's operations may count. The slow tests run
 the command itself: asv builds the release and a planted commit, and the interleaved A/B (the
 default method) must find the plant and nothing else; and a bisection must name it. The other
-method's judgement of asv's results (``--method asv``) is checked on given results
-(``judge``); it is not run end to end here (its two builds took 7 minutes of the tests).
+method (``--method asv``) is checked in its parts: its judgement on given results (``judge``),
+and its asv runs (``run_pair``) on the builds the A/B tests make of a plant that doubles the
+dispatch (the whole command built its own: 7 minutes of the tests).
 """
 
 import json
@@ -20,6 +21,7 @@ import sys
 import pytest
 
 from jaxbench_helpers.analysis import results
+from jaxbench_helpers.common.machine import ensure_described
 from jaxbench_helpers.host import history
 from jaxbench_helpers.selftest import plants, sensitivity
 
@@ -397,3 +399,21 @@ def test_bisect_names_the_planted_commit(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| dispatch |"))
     assert "| yes |" in row, text
     assert rc == 0
+
+
+@pytest.mark.slow
+@pytest.mark.judges_timings
+def test_asvs_interleaved_rounds_measure_both_commits_and_the_judgement_finds_the_plant(
+        dispatch_plant, tmp_path, capsys):
+    work, repo, release, plant = dispatch_plant
+    ensure_described("sensitivity-test")  # as the command does: asv would ask for it
+    bench = r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls"
+    base, planted = sensitivity.run_pair(
+        repo, release, plant, folder=str(tmp_path / "pair"), machine="sensitivity-test",
+        bench=[bench], profile="quick", env_dir=str(work / "env"), rounds=2)
+    log = capsys.readouterr().err
+    assert "(round 2/2)" in log, log[-3000:]  # two rounds, not the quick profile's one
+    trial = sensitivity.judge("dispatch", base, planted, 1.2, use_stats=False)
+    # twice the dispatch: judged at 1.2 so that only the machinery can fail it
+    assert [c.name for c in trial.detected] == [
+        "bench_dispatch.JitTrivial.time_dispatch_100_calls('float32')"], trial
