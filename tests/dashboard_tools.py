@@ -148,14 +148,20 @@ def measured_series(graph_file):
     return [sorted(s) for s in series if s]
 
 
+# the x of each point a series draws, for each series that draws one (a machine that has not
+# measured the benchmark has an empty graph file: a series with no point)
+_DRAWN = ("$('#main-graph').data('plot').getData()"
+          ".map(s => s.data.filter(d => d[1] !== null).map(d => d[0]))"
+          ".filter(xs => xs.length)")
+
+
 def plotted_series(page, lines=1):
     """[[x, ...] per line] of the flot plot on the page, once it has drawn ``lines`` lines: asv
     fetches each machine's graph file on its own and draws again as each arrives (on a loaded
     machine a read after the first drawing saw one machine's line of two)."""
-    page.wait_for_function("n => { var p = $('#main-graph').data('plot'); "
-                           "return p && p.getData().length >= n; }", arg=lines)
-    return page.evaluate("() => $('#main-graph').data('plot').getData()"
-                         ".map(s => s.data.filter(d => d[1] !== null).map(d => d[0]))")
+    page.wait_for_function(f"n => $('#main-graph').data('plot') && {_DRAWN}.length >= n",
+                           arg=lines)
+    return page.evaluate(f"() => {_DRAWN}")
 
 
 def tag_labels(page):

@@ -252,6 +252,41 @@ def _measured_revisions(results_dir, index, benchmark, profile=None):
     return found
 
 
+def test_a_graph_no_machine_has_measured_is_written_empty_and_measured_ones_are_kept(tmp_path):
+    machines = [{"machine": "a", "python": "3.12"}, {"machine": "b", "python": "3.12"}]
+    (tmp_path / "index.json").write_text(json.dumps(
+        {"benchmarks": {"m.T.time_x": {}, "m.T.track_y": {}}, "graph_param_list": machines}))
+    measured = tmp_path / "graphs" / "machine-a" / "python-3.12" / "m.T.time_x.json"
+    measured.parent.mkdir(parents=True)
+    measured.write_text("[[1, 2.0]]")
+    filled = dashboard.fill_missing_graphs(str(tmp_path))
+    # every machine's file of every benchmark, and every summary, but the one measured
+    assert sorted(filled) == sorted(
+        [os.path.join("graphs", "summary", f"m.T.{b}.json") for b in ("time_x", "track_y")]
+        + [os.path.join("graphs", f"machine-{m}", "python-3.12", f"m.T.{b}.json")
+           for m, b in (("a", "track_y"), ("b", "time_x"), ("b", "track_y"))])
+    assert all((tmp_path / f).read_text() == "[]" for f in filled)
+    assert measured.read_text() == "[[1, 2.0]]"
+    assert dashboard.fill_missing_graphs(str(tmp_path)) == []
+
+
+COUNT = "bench_matmul.SquareMatmul.track_dispatch_cpu_instructions_per_call"
+
+
+def test_a_graph_some_machines_have_not_measured_draws_the_others_without_errors(board):
+    # the counts have machines that ran them alone, and machines whose counts are of an older
+    # version (not published): each machine's page asks for every machine's file
+    name, html_dir, results_dir, dashboard_ = board
+    index = dt.load_index(html_dir)
+    profile = dt.opened_profile(index)
+    expected = [s for f in dt.graph_files(html_dir, COUNT, profile)
+                for s in dt.measured_series(f)]
+    assert expected, f"{html_dir} has no {COUNT} measured"
+    page = dashboard_.open(COUNT)
+    assert sorted(dt.plotted_series(page, len(expected))) == sorted(expected)
+    assert dashboard_.outside == [] and dashboard_.errors == []
+
+
 def test_summary_grid_shows_every_benchmark_offline(board):
     name, html_dir, _, dashboard_ = board
     index = dt.load_index(html_dir)

@@ -129,8 +129,8 @@ def external_addresses(index_html):
 
 def make_offline(html_dir, cache=CACHE):
     """Make the dashboard at ``html_dir`` load nothing from outside it, and add jaxbench's
-    script and reading page, and an empty summary for benchmarks without results; running
-    it again changes nothing."""
+    script and reading page, and an empty graph wherever a page would ask for a missing one;
+    running it again changes nothing."""
     index_path = os.path.join(html_dir, "index.html")
     try:
         with open(index_path) as f:
@@ -159,26 +159,35 @@ def make_offline(html_dir, cache=CACHE):
         shutil.copyfile(os.path.join(ASSETS, name), os.path.join(html_dir, name))
     with open(index_path, "w") as f:
         f.write(index_html)
-    fill_missing_summaries(html_dir)
+    fill_missing_graphs(html_dir)
     return [local_path(lib) for lib in pinned]
 
 
-def fill_missing_summaries(html_dir):
-    """Write an empty summary graph for each benchmark that has no result yet (one added or
-    renamed since the last run): asv lists it in the summary grid, whose request for the
-    missing file is a 404 error in the reader's console. Returns the names filled."""
+def fill_missing_graphs(html_dir):
+    """Write an empty graph file wherever asv's pages will ask for one that ``asv publish``
+    did not write: the summary of a benchmark with no result yet (one added or renamed since
+    the last run), and a benchmark one machine has not measured (a machine that ran the counts
+    alone, a benchmark of another platform, a count whose version changed since the machine's
+    last run). A graph page asks for the file of every machine selected and draws the others
+    where one is missing, but each missing file is a 404 error in the reader's console.
+    Returns the paths filled, relative to ``html_dir``."""
+    from asv.graph import Graph
+
     try:
         with open(os.path.join(html_dir, "index.json")) as f:
-            names = json.load(f)["benchmarks"]
+            index = json.load(f)
+        names, combinations = index["benchmarks"], index["graph_param_list"]
     except (OSError, ValueError, KeyError) as err:
         raise DashboardError(f"cannot read the benchmark list in {html_dir}/index.json "
                              f"({err}); did asv publish succeed?") from None
+    wanted = [os.path.join("graphs", "summary", name) for name in names]
+    wanted += [Graph.get_file_path(params, name) for params in combinations for name in names]
     filled = []
-    for name in names:
-        path = os.path.join(html_dir, "graphs", "summary", f"{name}.json")
+    for relative in wanted:
+        path = os.path.join(html_dir, relative + ".json")
         if not os.path.exists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w") as f:
                 f.write("[]")
-            filled.append(name)
+            filled.append(relative + ".json")
     return filled
