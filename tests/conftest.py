@@ -39,7 +39,8 @@ def sdist_cache(tmp_path_factory):
 def dispatch_plant(tmp_path_factory):
     """jax 0.10.2 as a release-history repository and, on top of it, a commit that doubles
     every jitted call's dispatch: (work folder, repository, release hash, planted hash). Built
-    once for the tests that compare the two (the A/B, and sensitivity's asv runs)."""
+    once for the tests that compare the two (the A/B, and sensitivity's runs, which also reuse the
+    builds the A/B leaves in the folder)."""
     from jaxbench_helpers.selftest import sensitivity
 
     work = tmp_path_factory.mktemp("dispatch-plant")

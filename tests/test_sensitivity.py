@@ -4,8 +4,9 @@ Each plant is checked where it acts, not by timing: the planted module counts th
 slowed, and a script runs one operation per phase (import, trace, lower, compile, dispatch,
 wait, device_put, device_get) with the planted jax first on sys.path and the test
 environment's jaxlib 0.10.2; only the planted phase's operations may count. The slow tests run
-the command itself: asv builds the release and a planted commit, and the interleaved A/B (the
-default method) must find the plant and nothing else; and a bisection must name it. The other
+the command itself: the interleaved A/B (the default method) must find the plant and nothing
+else, and a bisection must name it; both work in the A/B tests' folder, whose builds they reuse
+(the command's ``--work-dir``), as a user's second sweep would. The other
 method (``--method asv``) is checked in its parts: its judgement on given results (``judge``),
 and its asv runs (``run_pair``) on the builds the A/B tests make of a plant that doubles the
 dispatch (the whole command built its own: 7 minutes of the tests).
@@ -370,11 +371,11 @@ def test_bad_input_is_a_clear_error(capsys):
 
 @pytest.mark.slow
 @pytest.mark.judges_timings
-def test_an_interleaved_ab_trial_finds_the_plant_and_nothing_else(tmp_path):
+def test_an_interleaved_ab_trial_finds_the_plant_and_nothing_else(dispatch_plant, tmp_path):
     out = tmp_path / "sensitivity.md"
     rc = sensitivity.main([
         "--phase", "dispatch", "--fractions", "10", "--factor", "1.5", "--profile", "quick",
-        "--machine", "sensitivity-test", "--work-dir", str(tmp_path / "work"),
+        "--machine", "sensitivity-test", "--work-dir", str(dispatch_plant[0]),
         "-b", r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls",
         "-b", r"bench_matmul\.SquareMatmul\.time_(numpy|compile)", "-o", str(out),
         "--allow-busy"])
@@ -389,12 +390,12 @@ def test_an_interleaved_ab_trial_finds_the_plant_and_nothing_else(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.judges_timings
-def test_bisect_names_the_planted_commit(tmp_path):
+def test_bisect_names_the_planted_commit(dispatch_plant, tmp_path):
     out = tmp_path / "bisect.md"
     rc = sensitivity.main([
         "--bisect", "--phase", "dispatch", "--fractions", "10", "--commits", "6",
         "--profile", "quick", "--machine", "sensitivity-test",
-        "--work-dir", str(tmp_path / "work"), "-o", str(out), "--allow-busy"])
+        "--work-dir", str(dispatch_plant[0]), "-o", str(out), "--allow-busy"])
     text = out.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| dispatch |"))
     assert "| yes |" in row, text
