@@ -5,11 +5,11 @@ slowed, and a script runs one operation per phase (import, trace, lower, compile
 wait, device_put, device_get) with the planted jax first on sys.path and the test
 environment's jaxlib 0.10.2; only the planted phase's operations may count. The slow tests run
 the command itself: the interleaved A/B (the default method) must find the plant and nothing
-else, and a bisection must name it; both work in the A/B tests' folder, whose builds they reuse
-(the command's ``--work-dir``), as a user's second sweep would. The other
-method (``--method asv``) is checked in its parts: its judgement on given results (``judge``),
-and its asv runs (``run_pair``) on the builds the A/B tests make of a plant that doubles the
-dispatch (the whole command built its own: 7 minutes of the tests).
+else, and a bisection must name it; both work in the A/B tests' folder and reuse its builds
+(the command's ``--work-dir``), as a user's second sweep would. The other method (``--method
+asv``) is checked in its parts, not end to end (that took 7 minutes of the tests): its
+judgement on given results (``judge``), and its asv runs (``run_pair``) of the A/B tests'
+release and their plant that doubles the dispatch.
 """
 
 import json
