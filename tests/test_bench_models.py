@@ -1,6 +1,7 @@
 """The model, transfer, startup and memory benchmarks compute what their names say (CPU, quick
 profile)."""
 
+import gc
 import math
 import os
 import re
@@ -297,3 +298,45 @@ def test_host_step_peak_is_what_the_step_adds(quick, monkeypatch):
     monkeypatch.setattr(bench, "_step", step)
     found = bench.track_host_step_peak_bytes("float32")
     assert size - (1 << 20) <= found < size + (32 << 20)  # pages come and go by the KB
+
+
+def test_host_step_peak_counts_pages_the_heap_had_freed_and_kept(quick, monkeypatch):
+    bench = bench_memory.MLPTrainStep()
+    bench.setup("float32")
+    size, block = 64 << 20, 4096
+    # 64 MB from the C heap in blocks below glibc's mmap threshold, freed under a block that
+    # stays: the heap keeps their pages, and the step's blocks reuse them
+    freed = [bytearray(block) for _ in range(size // block)]
+    kept = bytearray(block)
+    del freed
+
+    def step():
+        again = [bytearray(block) for _ in range(size // block)]
+        assert len(again) * block == size
+
+    monkeypatch.setattr(bench, "_step", step)
+    found = bench.track_host_step_peak_bytes("float32")
+    assert size - (1 << 20) <= found < size + (32 << 20)
+    assert len(kept) == block
+
+
+def test_host_step_peak_is_not_lowered_by_garbage_freed_during_the_step(quick, monkeypatch):
+    bench = bench_memory.MLPTrainStep()
+    bench.setup("float32")
+    size = 32 << 20
+    cycle = [np.ones(2 * size, np.uint8)]
+    cycle.append(cycle)  # 64 MB that only the garbage collector frees
+    del cycle
+    collecting = []
+
+    def step():
+        collecting.append(gc.isenabled())
+        gc.collect()  # as a collection that the step's allocations set off would
+        block = np.ones(size, np.uint8)
+        assert block.sum() == size
+
+    monkeypatch.setattr(bench, "_step", step)
+    assert gc.isenabled()
+    found = bench.track_host_step_peak_bytes("float32")
+    assert size - (1 << 20) <= found < size + (32 << 20)
+    assert collecting == [False] and gc.isenabled()
