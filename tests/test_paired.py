@@ -166,3 +166,26 @@ def test_a_value_that_varies_between_processes_gets_paired_rounds_a_steady_one_d
     assert rounds["b.S.track_host_step_peak_bytes"] >= paired.fewest_rounds()
     assert marks["b.S.track_host_step_peak_bytes"] in (" ", "?")  # the servers' 0.72x is gone
     assert not cases["b.V.track_jax_version"].fresh  # the same on both sides: no new processes
+
+
+def test_the_report_counts_the_rounds_of_the_values_judged_by_rounds():
+    """An A/A of the memory values alone, six paired rounds each, was reported as '0-0 rounds
+    per case'."""
+    from types import SimpleNamespace
+
+    from jaxbench_helpers.host import ab
+
+    def case(name, values):
+        made = ab.Case({"name": name, "type": "track", "params": [], "unit": "bytes"}, 0, "")
+        for label in "AB":
+            made.runs[label] = [ab.Run(value=v) for v in values]
+        return made
+
+    cases = [case("b.M.track_host_step_peak_bytes", [3.2e6, 3.9e6] * 3),
+             case("b.V.track_jax_version", [0.0412] * 2)]  # steady: compared as it is
+    assert [c.paired for c in cases] == [True, False]
+    verdicts = ab.judge(cases, {c.name: "bytes" for c in cases}, 1.10, None)
+    side = SimpleNamespace(name="main", commit="0" * 40, env=SimpleNamespace(name="env"))
+    text = ab.markdown_report(ab.Comparison(side, side, cases, verdicts, None, 60.0),
+                              factor=1.10, machine="m")
+    assert "6-6 rounds per case (median 6)" in text

@@ -534,7 +534,8 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
 
 def markdown_report(comparison, *, factor, machine):
     changes = as_changes(comparison.verdicts, comparison.base.env.name)
-    rounds = [len(c.runs["B"]) for c in comparison.cases if c.timing and c.runs["B"]]
+    # the cases judged by paired rounds: timings, and values that varied between processes
+    rounds = [len(c.runs["B"]) for c in comparison.cases if c.paired and c.runs["B"]]
     how = (f"interleaved A/B, {min(rounds, default=0)}-{max(rounds, default=0)} rounds per "
            f"case (median {statistics.median(rounds) if rounds else 0:g}), Hodges-Lehmann "
            "paired ratio with its 95% interval, "
