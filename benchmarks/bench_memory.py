@@ -28,7 +28,7 @@ def _status_bytes(field):
 def _release_free_heap():
     """Give the pages the C heap holds free back to the system (glibc's ``malloc_trim``): a step
     that reuses them makes no new resident page, so what it adds would follow what the process
-    happened to free before (0.1-1.0 MB between processes of one build for a 3.9 MB step)."""
+    happened to free before (results/HOST-PEAK.md)."""
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
