@@ -148,11 +148,12 @@ def measured_series(graph_file):
     return [sorted(s) for s in series if s]
 
 
-# the x of each point a series draws, for each series that draws one (a machine that has not
-# measured the benchmark has an empty graph file: a series with no point)
-_DRAWN = ("$('#main-graph').data('plot').getData()"
-          ".map(s => s.data.filter(d => d[1] !== null).map(d => d[0]))"
-          ".filter(xs => xs.length)")
+# JavaScript: the [x, y] points each series of the plot draws, one list per series (a machine
+# that has not measured the benchmark has an empty graph file: a series with no point)
+POINTS = ("$('#main-graph').data('plot').getData()"
+          ".map(s => s.data.filter(d => d[1] !== null))")
+# the x of each point, for each series that draws one
+_DRAWN = POINTS + ".map(points => points.map(d => d[0])).filter(xs => xs.length)"
 
 
 def plotted_series(page, lines=1):

@@ -383,12 +383,10 @@ def test_a_graph_point_links_to_its_commit_page_which_leads_upstream(published, 
     with dt.dashboard(browser, html_dir) as board_:
         page = board_.open(BENCHMARK)
         dt.plotted_series(page)
+        # the first machine with a point: the series come in the order their files load
         x, y, revision = page.evaluate("""() => {
             var plot = $('#main-graph').data('plot');
-            // the first machine with a point: a machine that has not measured the
-            // benchmark draws an empty series, and the series come in the order they load
-            var line = plot.getData().map(s => s.data.filter(d => d[1] !== null))
-                .find(points => points.length);
+            var line = """ + dt.POINTS + """.find(points => points.length);
             var point = line[line.length - 1];
             var at = plot.pointOffset({x: point[0], y: point[1]});
             var box = $('#main-graph')[0].getBoundingClientRect();
