@@ -2,10 +2,12 @@
 
 import math
 import random
+from types import SimpleNamespace
 
 import pytest
 
-from jaxbench_helpers.analysis import paired
+from jaxbench_helpers.analysis import paired, results
+from jaxbench_helpers.host import ab
 
 
 @pytest.mark.parametrize("n, critical", [
@@ -82,8 +84,6 @@ def test_no_rounds_is_an_error():
 
 
 def _case(name, a_medians, b_medians):
-    from jaxbench_helpers.host import ab
-
     case = ab.Case({"name": name, "type": "time", "params": [["float32"]]}, 0, "('float32')")
     case.runs["A"] = [ab.Run(samples=[m], number=1) for m in a_medians]
     case.runs["B"] = [ab.Run(samples=[m], number=1) for m in b_medians]
@@ -91,8 +91,6 @@ def _case(name, a_medians, b_medians):
 
 
 def test_an_ab_case_the_machine_kept_too_noisy_is_unresolved_not_flagged():
-    from jaxbench_helpers.host import ab
-
     # B is 35% slower in the middle, but rounds swing from a third to triple
     swings = [-1.1, 1.4, 0.3, -0.8, 1.1, 0.3, -0.5, 0.9, 0.3, 0.6, -0.2, 0.3, 1.2, -0.9, 0.3, 0.3]
     wide = _case("bench_x.W.time_run", [1.0] * 16, [math.exp(x) for x in swings])
@@ -103,9 +101,6 @@ def test_an_ab_case_the_machine_kept_too_noisy_is_unresolved_not_flagged():
 
 
 def test_an_instruction_count_is_judged_by_its_calibrated_threshold():
-    from jaxbench_helpers.analysis import results
-    from jaxbench_helpers.host import ab
-
     def count(name, a, b):
         case = ab.Case({"name": name, "type": "track", "params": []}, 0, "")
         case.runs["A"], case.runs["B"] = [ab.Run(value=a)], [ab.Run(value=b)]
@@ -125,8 +120,6 @@ def test_a_value_that_varies_between_processes_gets_paired_rounds_a_steady_one_d
         monkeypatch):
     """A resident peak read 1.04 MB in one process and 741 kB in the next of the same commit;
     judged on one process a side it was flagged 0.71x in an A/A."""
-    from jaxbench_helpers.analysis import paired
-    from jaxbench_helpers.host import ab
 
     sequences = {"b.M.track_host_step_peak_bytes": iter([1.04e6, 0.74e6] * 20),
                  "b.V.track_jax_version": iter([0.0412] * 40),
@@ -171,10 +164,6 @@ def test_a_value_that_varies_between_processes_gets_paired_rounds_a_steady_one_d
 def test_the_report_counts_the_rounds_of_the_values_judged_by_rounds():
     """An A/A of the memory values alone, six paired rounds each, was reported as '0-0 rounds
     per case'."""
-    from types import SimpleNamespace
-
-    from jaxbench_helpers.host import ab
-
     def case(name, values):
         made = ab.Case({"name": name, "type": "track", "params": [], "unit": "bytes"}, 0, "")
         for label in "AB":
