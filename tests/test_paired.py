@@ -129,7 +129,7 @@ def test_a_value_that_varies_between_processes_gets_paired_rounds_a_steady_one_d
                                                     "B": iter([0.745e6] * 2),
                                                     "fresh": iter([0.9e6, 0.95e6] * 20)}}
 
-    def run_once(side, case, fresh=False):
+    def run_once(side, case, fresh=False, round_index=0):
         found = sequences[case.name]
         if isinstance(found, dict):
             found = found["fresh" if fresh else side.label]
@@ -159,6 +159,48 @@ def test_a_value_that_varies_between_processes_gets_paired_rounds_a_steady_one_d
     assert rounds["b.S.track_host_step_peak_bytes"] >= paired.fewest_rounds()
     assert marks["b.S.track_host_step_peak_bytes"] in (" ", "?")  # the servers' 0.72x is gone
     assert not cases["b.V.track_jax_version"].fresh  # the same on both sides: no new processes
+
+
+def _server_mode_sides(modes_a, modes_b, monkeypatch):
+    """Two sides whose fork servers each fix a speed for every process forked from them (a
+    layout drawn at the server's start), with 1% noise between samples."""
+    import asv.runner
+
+    noise = random.Random(7)
+
+    def run_single(benchmark, spawner, param_idx, **kwargs):
+        samples = [spawner.mode * 1e-3 * math.exp(noise.gauss(0, 0.01)) for _ in range(5)]
+        return SimpleNamespace(errcode=0, samples=[samples], number=[1], result=[None])
+
+    monkeypatch.setattr(asv.runner, "_run_benchmark_single_param", run_single)
+    sides = []
+    for label, modes in (("A", modes_a), ("B", modes_b)):
+        sides.append(ab.Side(label, label, label, env=None, server_cap=len(modes),
+                             servers=[SimpleNamespace(mode=m) for m in modes]))
+    return sides
+
+
+def _mark(sides):
+    case = ab.measure(ab.Case({"name": "b.S.time_sum", "type": "time", "params": [],
+                               "unit": "seconds"}, 0, ""), sides,
+                      enough=lambda e: paired.decided(e, 1.10), max_rounds=16,
+                      min_rounds=paired.fewest_rounds())
+    return ab.judge([case], {"b.S.time_sum": "seconds"}, 1.10, None)[0].mark
+
+
+def test_a_speed_each_fork_server_draws_varies_between_rounds_and_is_not_flagged(monkeypatch):
+    """An A/A flagged SumOverAxis 0.78x, and 1.34x when re-run with new servers: every process
+    forked from a server ran at the speed that server drew. One server a side turns one draw
+    into a verdict; a server per round leaves it unresolved at worst."""
+    one_each = _server_mode_sides([1.0], [1.3], monkeypatch)
+    assert _mark(one_each) == "+"
+    draws = random.Random(3)
+    per_round = _server_mode_sides(*([draws.choice([1.0, 1.3]) for _ in range(16)]
+                                     for _ in "AB"), monkeypatch)
+    assert _mark(per_round) in (" ", "?")
+    # a real change still shows through when the servers draw alike
+    alike = _server_mode_sides([1.0] * 16, [1.25] * 16, monkeypatch)
+    assert _mark(alike) == "+"
 
 
 def test_the_report_counts_the_rounds_of_the_values_judged_by_rounds():

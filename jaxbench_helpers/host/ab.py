@@ -3,16 +3,24 @@
 ``asv continuous BASE HEAD`` measures every benchmark at BASE, then every benchmark at HEAD:
 whatever the machine did in between (a neighbour on the host, a short command) lands in the
 verdict. Here both commits are installed once, each in its own environment with its own asv
-fork server, and for each benchmark the processes of the two sides take turns seconds apart,
+fork servers, and for each benchmark the processes of the two sides take turns seconds apart,
 in ABBA order, round after round::
 
     python -m jaxbench_helpers ab BASE HEAD [--config C] [-b REGEX]... [--factor 1.10]
-        [--max-rounds 16] [--machine NAME] [--results-dir DIR] [-o report.md]
+        [--max-rounds 16] [--servers N] [--machine NAME] [--results-dir DIR] [-o report.md]
 
 A round gives one paired log-ratio per case (ln of B's median over A's, both measured within
 seconds); the verdict is the Hodges-Lehmann estimate of those with its 95% interval
 (``analysis.paired``), after dividing out the drift both sides share (the paired ratio of the
-NumPy baselines, which no JAX change can move, when both sides run the same NumPy). A case
+NumPy baselines, which no JAX change can move, when both sides run the same NumPy).
+
+Round r forks its processes from each side's server r (started when a case first reaches that
+round; ``--servers N`` reuses them, round r on server r mod N). A forked process inherits its
+server's address-space layout and heap, and a case can run at one of two speeds fixed by them:
+with one server a side every round repeated the servers' draw, and an A/A flagged such a draw
+as a change (0.78x, then 1.34x with new servers); with six servers reused over 16 rounds the
+rounds were only six draws, and one flag remained. A server per round makes the rounds
+independent, as the interval assumes. A case
 gets rounds until its interval is narrower than the threshold, or lies wholly beyond it, or
 ``--max-rounds`` is reached. Instruction counts are measured once per side (they cost minutes
 and have their own thresholds); other values (``track_*``, ``peakmem_*``) twice per side, and
@@ -63,13 +71,15 @@ class ABError(RuntimeError):
 
 @dataclass
 class Side:
-    """One commit, installed in its own environment, with its own fork server."""
+    """One commit, installed in its own environment, with its own pool of fork servers."""
 
     label: str  # "A" (base) or "B" (head)
     name: str  # as the user gave it
     commit: str
     env: object
-    spawner: object = None
+    servers: list = field(default_factory=list)  # fork servers; round r uses r mod server_cap
+    server_cap: int = MAX_ROUNDS
+    benchmark_dir: str = None
     new_interpreter: object = None  # a spawner that starts a new interpreter every process
     cache_dirs: dict = field(default_factory=dict)
     cache_failed: dict = field(default_factory=dict)
@@ -108,15 +118,31 @@ def build_side(label, name, commit, conf, repo, say):
     return Side(label, name, commit, env)
 
 
-def open_spawner(side, benchmark_dir):
-    from asv.runner import ForkServer, Spawner
+def open_spawner(side, benchmark_dir, servers=None):
+    """Start ``side``'s first fork server; the others start when a round first needs them.
+    ``servers``: how many at most (default one per round, ``MAX_ROUNDS``)."""
+    from asv.runner import Spawner
 
-    side.spawner = ForkServer(side.env, benchmark_dir)
+    if servers is not None and servers < 1:
+        raise ABError(f"--servers {servers}: a side needs at least one fork server")
+    side.benchmark_dir, side.server_cap = benchmark_dir, servers or MAX_ROUNDS
     side.new_interpreter = Spawner(side.env, benchmark_dir)
-    ok, out = side.spawner.preimport()
-    if not ok:
-        raise ABError(f"side {side.label} ({side.name}) cannot import the benchmark suite:\n"
-                      f"{out}")
+    server(side, 0)
+
+
+def server(side, round_index):
+    """The fork server of round ``round_index``: a new interpreter that imported the suite once,
+    so its layout and heap are drawn independently of the other rounds' servers."""
+    from asv.runner import ForkServer
+
+    index = round_index % side.server_cap
+    while len(side.servers) <= index:
+        side.servers.append(ForkServer(side.env, side.benchmark_dir))
+        ok, out = side.servers[-1].preimport()
+        if not ok:
+            raise ABError(f"side {side.label} ({side.name}) cannot import the benchmark "
+                          f"suite:\n{out}")
+    return side.servers[index]
 
 
 def cache_dir(side, benchmark):
@@ -129,8 +155,8 @@ def cache_dir(side, benchmark):
         raise ABError(side.cache_failed[key])
     if key not in side.cache_dirs:
         timeout = benchmark.get("setup_cache_timeout") or benchmark["timeout"]
-        made, err = side.spawner.create_setup_cache(benchmark["name"], timeout,
-                                                    json.dumps({"cpu_affinity": None}))
+        made, err = side.servers[0].create_setup_cache(benchmark["name"], timeout,
+                                                       json.dumps({"cpu_affinity": None}))
         if made is None:
             side.cache_failed[key] = f"setup_cache of {key} failed on {side.name}:\n{err}"
             raise ABError(side.cache_failed[key])
@@ -144,8 +170,9 @@ def close(sides):
     for side in sides:
         for folder in side.cache_dirs.values():
             util.long_path_rmtree(folder, True)
-        if side.spawner is not None:
-            side.spawner.close()
+        for forkserver in side.servers:
+            forkserver.close()
+        side.servers = []
 
 
 # ---------------------------------------------------------------- one case
@@ -221,16 +248,16 @@ def _extra_params(benchmark):
     return {}
 
 
-def run_once(side, case, fresh=False):
-    """One process of ``side`` for ``case``: forked from the side's server, or (``fresh``) a
-    new interpreter."""
+def run_once(side, case, fresh=False, round_index=0):
+    """One process of ``side`` for ``case``: forked from the side's server of this round, or
+    (``fresh``) a new interpreter."""
     from asv.runner import _run_benchmark_single_param
 
     try:
         cwd = cache_dir(side, case.benchmark)
+        spawner = side.new_interpreter if fresh else server(side, round_index)
     except ABError as err:
         return Run(failed=str(err))
-    spawner = side.new_interpreter if fresh else side.spawner
     res = _run_benchmark_single_param(case.benchmark, spawner, case.param_idx, profile=False,
                                       extra_params=_extra_params(case.benchmark), cwd=cwd)
     if res.errcode:
@@ -254,7 +281,8 @@ def measure(case, sides, *, enough, max_rounds, min_rounds):
     r = 0
     while r < max_rounds:
         for label in order(r):
-            case.runs[label].append(run_once(by_label[label], case, fresh=case.fresh))
+            case.runs[label].append(run_once(by_label[label], case, fresh=case.fresh,
+                                             round_index=r))
         if case.failed("A") or case.failed("B") or case.skipped():
             break
         if case.counted:
@@ -262,8 +290,8 @@ def measure(case, sides, *, enough, max_rounds, min_rounds):
         if not case.timing and r == 1 and case.steady():
             if case.fresh or case.runs["A"][0].value == case.runs["B"][0].value:
                 break
-            # one value a side, but not the same one: a forked process inherits its server's
-            # heap, so new interpreters tell the commits apart from the two servers
+            # one value a side, but not the same one: forked processes inherit their servers'
+            # heaps, so new interpreters tell the commits apart from the servers
             case.fresh, case.runs, r = True, {"A": [], "B": []}, 0
             continue
         if case.paired and r + 1 >= min_rounds and enough(paired.hodges_lehmann(
@@ -478,18 +506,19 @@ def discover(conf, repo, side, bench):
     return benchmarks
 
 
-def reinstall(side, name, commit, conf, repo):
-    """Put another commit into ``side``'s environment and restart its fork server (the old
-    one imported the old jax)."""
+def reinstall(side, name, commit, conf, repo, servers=None):
+    """Put another commit into ``side``'s environment and restart its fork servers (the old
+    ones imported the old jax)."""
     close([side])
-    side.cache_dirs, side.cache_failed, side.spawner = {}, {}, None
+    side.cache_dirs, side.cache_failed = {}, {}
     side.name, side.commit = name, commit
     side.env.install_project(conf, repo, commit)
-    open_spawner(side, conf.benchmark_dir)
+    open_spawner(side, conf.benchmark_dir, servers)
 
 
 def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_rounds=MAX_ROUNDS,
-            machine, work_dir, results_dir=None, same=False, save=True, say=print):
+            machine, work_dir, results_dir=None, same=False, save=True, servers=None,
+            say=print):
     """Build both sides, measure every selected case interleaved, judge, and (``save``, never
     for an A/A) save asv results."""
     started = time.time()
@@ -507,11 +536,13 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
     try:
         benchmarks = discover(confs["A"], repo, sides[0], bench)
         for side in sides:
-            open_spawner(side, confs["A"].benchmark_dir)
+            open_spawner(side, confs["A"].benchmark_dir, servers)
         numpy_same = _numpy_version(sides[0]) == _numpy_version(sides[1])
         cases = cases_of(benchmarks)
         say(f"jaxbench ab: {len(cases)} cases, up to {max_rounds} rounds each (ABBA), factor "
-            f"{factor}")
+            f"{factor}, "
+            + (f"{servers} fork server{'s' if servers > 1 else ''} a side, reused" if servers
+               else "a new fork server a side per round"))
         for i, case in enumerate(cases, 1):
             measure(case, sides, enough=lambda e: paired.decided(e, factor),
                     max_rounds=max_rounds, min_rounds=min_rounds)
@@ -573,6 +604,10 @@ def parse(argv):
                         help=f"smallest change reported, as a ratio (default {DEFAULT_FACTOR})")
     parser.add_argument("--max-rounds", type=int, default=MAX_ROUNDS,
                         help=f"rounds per case at most (default {MAX_ROUNDS})")
+    parser.add_argument("--servers", type=int,
+                        help="fork servers a side, reused: round r forks from server r mod N "
+                        "(default: a new server per round, so the layout each server draws "
+                        "varies between rounds as the interval assumes)")
     machine.add_argument(parser)
     parser.add_argument("--work-dir", help="where the two environments live (default: a new "
                         "temporary folder; pass one to reuse builds)")
@@ -594,6 +629,8 @@ def parse(argv):
         parser.error("give BASE and HEAD, or --same COMMIT")
     if args.factor <= 1:
         parser.error("--factor must be above 1 (1.10 means 10% either way)")
+    if args.servers is not None and args.servers < 1:
+        parser.error("--servers must be at least 1")
     return args
 
 
@@ -630,7 +667,8 @@ def main(argv=None):
             comparison = compare(conf_path, args.base, args.head, bench=args.bench,
                                  factor=args.factor, max_rounds=args.max_rounds,
                                  machine=machine, work_dir=work_dir,
-                                 results_dir=args.results_dir, same=bool(args.same), say=say)
+                                 results_dir=args.results_dir, same=bool(args.same),
+                                 servers=args.servers, say=say)
         comparison.load = monitor.record if monitor else None
     except quiet.BusyMachine as err:
         say(f"jaxbench ab: {err}")
