@@ -506,14 +506,14 @@ def discover(conf, repo, side, bench):
     return benchmarks
 
 
-def reinstall(side, name, commit, conf, repo, servers=None):
+def reinstall(side, name, commit, conf, repo):
     """Put another commit into ``side``'s environment and restart its fork servers (the old
     ones imported the old jax)."""
     close([side])
     side.cache_dirs, side.cache_failed = {}, {}
     side.name, side.commit = name, commit
     side.env.install_project(conf, repo, commit)
-    open_spawner(side, conf.benchmark_dir, servers)
+    open_spawner(side, conf.benchmark_dir, side.server_cap)
 
 
 def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_rounds=MAX_ROUNDS,
