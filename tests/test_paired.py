@@ -203,6 +203,30 @@ def test_a_speed_each_fork_server_draws_varies_between_rounds_and_is_not_flagged
     assert _mark(alike) == "+"
 
 
+def test_a_fork_server_that_cannot_import_the_suite_is_closed_not_kept(monkeypatch):
+    """A kept failed server would be handed to the next case of that round without an error."""
+    import asv.runner
+
+    closed = []
+
+    class Failing:
+        def __init__(self, env, root):
+            pass
+
+        def preimport(self):
+            return False, "ImportError: no module named jax"
+
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setattr(asv.runner, "ForkServer", Failing)
+    side = ab.Side("B", "head", "abc", env=None, benchmark_dir="benchmarks")
+    for attempt in (1, 2):
+        with pytest.raises(ab.ABError, match="cannot import the benchmark suite"):
+            ab.server(side, 3)
+        assert side.servers == [] and len(closed) == attempt
+
+
 def test_the_report_counts_the_rounds_of_the_values_judged_by_rounds():
     """An A/A of the memory values alone, six paired rounds each, was reported as '0-0 rounds
     per case'."""

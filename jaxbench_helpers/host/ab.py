@@ -123,8 +123,6 @@ def open_spawner(side, benchmark_dir, servers=None):
     ``servers``: how many at most (default one per round, ``MAX_ROUNDS``)."""
     from asv.runner import Spawner
 
-    if servers is not None and servers < 1:
-        raise ABError(f"--servers {servers}: a side needs at least one fork server")
     side.benchmark_dir, side.server_cap = benchmark_dir, servers or MAX_ROUNDS
     side.new_interpreter = Spawner(side.env, benchmark_dir)
     server(side, 0)
@@ -137,11 +135,13 @@ def server(side, round_index):
 
     index = round_index % side.server_cap
     while len(side.servers) <= index:
-        side.servers.append(ForkServer(side.env, side.benchmark_dir))
-        ok, out = side.servers[-1].preimport()
+        started = ForkServer(side.env, side.benchmark_dir)
+        ok, out = started.preimport()
         if not ok:
+            started.close()  # not kept: a later round would fork from a server without the suite
             raise ABError(f"side {side.label} ({side.name}) cannot import the benchmark "
                           f"suite:\n{out}")
+        side.servers.append(started)
     return side.servers[index]
 
 
