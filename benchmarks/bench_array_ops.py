@@ -104,7 +104,7 @@ class ElementwiseChain(counts.Counts, phases.RunPhase, phases.NumpyBaseline,
         return (data.normal(_size(profile, "elementwise"), dtype),)
 
 
-class SumOverAxis(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
+class SumOverAxis(phases.RunPhase, phases.NumpyBaselinePinnedLayout, workload.Workload):
     """jnp.sum of a row-major matrix over axis 0 (strided), 1 (contiguous) or all: the
     reduction codegen canary."""
 
@@ -119,8 +119,8 @@ class SumOverAxis(phases.RunPhase, phases.NumpyBaseline, workload.Workload):
         return jnp.sum(x, axis=axis)
 
     @staticmethod
-    def reference(x, *, axis):
-        return np.sum(x, axis=axis)
+    def reference(x, *, axis, out=None):
+        return np.sum(x, axis=axis, out=out)
 
     def inputs(self, profile, dtype, axis, dispatch):
         return (data.normal(_size(profile, "reduce"), dtype),)

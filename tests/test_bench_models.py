@@ -200,6 +200,21 @@ def test_at_fixed_address_moves_any_array_to_the_one_offset_and_keeps_its_values
     assert data.at_fixed_address(3.5) == 3.5
 
 
+def test_empty_at_starts_at_the_offset_asked_for_with_the_shape_and_dtype_asked_for():
+    for alignment, offset in ((data.ALIGNMENT, data.ADDRESS_OFFSET), (data.PAGE, 0),
+                              (data.PAGE, data.OUTPUT_OFFSET)):
+        for shape, dtype in (((2048,), "float32"), ((3, 5), "complex128"), ((), "float32"),
+                             ((0, 4), "float64")):
+            empty = data.empty_at(shape, dtype, alignment, offset)
+            assert empty.shape == shape and empty.dtype == np.dtype(dtype)
+            assert empty.flags.writeable and empty.flags.c_contiguous
+            if empty.size:
+                assert empty.ctypes.data % alignment == offset
+    placed = data.at_fixed_address(_aligned(1 << 16, 16), data.PAGE, 0)
+    assert placed.ctypes.data % data.PAGE == 0
+    np.testing.assert_array_equal(placed, np.ones(1 << 14, np.float32))
+
+
 def test_host_inputs_sit_where_device_put_copies_in_every_process(quick):
     class AlignedInput(bench_transfer.ArrayTransfer):
         def inputs(self, profile, size, dispatch):

@@ -17,7 +17,7 @@ from benchmarks import (
     bench_linalg,
     bench_random,
 )
-from jaxbench_helpers.runtime import compat, workload
+from jaxbench_helpers.runtime import compat, data, workload
 
 DETERMINISTIC = (bench_array_ops, bench_linalg, bench_control_flow, bench_autodiff)
 MODULES = DETERMINISTIC + (bench_random,)
@@ -64,6 +64,23 @@ def test_random_samples_have_the_right_distribution(quick):
     assert draws["Categorical"].shape == logits[:1]
     assert 0 <= draws["Categorical"].min() and draws["Categorical"].max() < logits[1]
     assert len(np.unique(uniform)) > 0.99 * uniform.size  # not one value repeated
+
+
+@pytest.mark.parametrize("axis", list(bench_array_ops.AXES))
+def test_a_pinned_numpy_baseline_computes_into_its_output_at_the_pinned_offsets(quick, axis):
+    bench = bench_array_ops.SumOverAxis()
+    bench.setup("float32", axis)
+    prepared = bench.prepared
+    (x,), out = prepared.reference_args, prepared.reference_out
+    assert x.ctypes.data % data.PAGE == 0
+    assert out.ctypes.data % data.PAGE == data.OUTPUT_OFFSET
+    np.testing.assert_array_equal(x, prepared.host_args[0])
+    out[...] = np.nan
+    before = out.ctypes.data
+    bench.time_numpy("float32", axis)
+    assert out.ctypes.data == before
+    np.testing.assert_allclose(out, np.sum(prepared.host_args[0], axis=bench_array_ops.AXES[axis]),
+                               rtol=1e-5)
 
 
 # ---- wrong programs: each must fail its check in setup_cache -------------------------------

@@ -17,6 +17,12 @@ SEED = 20231029
 # big arrays get.
 ALIGNMENT = 64
 ADDRESS_OFFSET = 16
+# A NumPy loop's speed follows where its input and output start: an output 16 bytes past a
+# 64-byte boundary is slow, and one at the same offset in a page as the input rows stalls on
+# 4K aliasing now and then (results/LAYOUT-MODES.md). A baseline that pins its layout puts the
+# inputs on a page boundary and the output half a page past one.
+PAGE = 4096
+OUTPUT_OFFSET = PAGE // 2
 
 
 @functools.cache
@@ -32,15 +38,23 @@ def normal(shape, dtype, seed=SEED):
     return _normal(tuple(shape), np.dtype(dtype).name, seed)
 
 
-def at_fixed_address(array):
-    """``array`` itself if its data starts ADDRESS_OFFSET bytes past an ALIGNMENT-byte
+def empty_at(shape, dtype, alignment=ALIGNMENT, offset=ADDRESS_OFFSET):
+    """An uninitialised writable array whose data starts ``offset`` bytes past an
+    ``alignment``-byte boundary."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + alignment, np.uint8)
+    start = (offset - raw.ctypes.data) % alignment
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def at_fixed_address(array, alignment=ALIGNMENT, offset=ADDRESS_OFFSET):
+    """``array`` itself if its data starts ``offset`` bytes past an ``alignment``-byte
     boundary, else a copy that does (same values, shape, dtype and writability); anything other
     than a NumPy array is returned as it is."""
-    if not isinstance(array, np.ndarray) or array.ctypes.data % ALIGNMENT == ADDRESS_OFFSET:
+    if not isinstance(array, np.ndarray) or array.ctypes.data % alignment == offset:
         return array
-    raw = np.empty(array.nbytes + ALIGNMENT, np.uint8)
-    start = (ADDRESS_OFFSET - raw.ctypes.data) % ALIGNMENT
-    out = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    out = empty_at(array.shape, array.dtype, alignment, offset)
     out[...] = array
     out.setflags(write=array.flags.writeable)
     return out

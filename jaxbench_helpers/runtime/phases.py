@@ -11,7 +11,7 @@ with two reads of an event counter and fails the benchmark if the call compiled 
 
 import re
 
-from . import compat, device, monitor
+from . import compat, data, device, monitor
 from .workload import DISPATCH_CALLS, cold, skip
 
 
@@ -137,6 +137,38 @@ class NumpyBaseline:
         result. Not timed: anything JAX does; making the inputs (setup).
         """
         self.prepared.reference(*self.prepared.host_args)
+
+
+class NumpyBaselinePinnedLayout:
+    """For references of one output that take ``out=``: NumPy's loop speed follows where
+    malloc put a fresh output and the input, which a process inherits from the heap of its
+    fork server, so a plain baseline read two or three speeds from one build
+    (results/LAYOUT-MODES.md)."""
+
+    def reference_layout(self, reference, host_args):
+        """(inputs, output) of ``time_numpy``, made once per process: the inputs copied onto
+        page boundaries, the output half a page past one (``data.OUTPUT_OFFSET``)."""
+        import jax
+
+        args = jax.tree_util.tree_map(lambda a: data.at_fixed_address(a, data.PAGE, 0),
+                                      host_args)
+        out = jax.tree_util.tree_map(
+            lambda a: data.empty_at(a.shape, a.dtype, data.PAGE, data.OUTPUT_OFFSET),
+            reference(*args))
+        return args, out
+
+    def time_numpy(self, *params):
+        """The NumPy reference of the same maths on the same host inputs, in the same dtype,
+        writing into an output made once.
+
+        Timed: NumPy computing it into that output, with the BLAS threads the profile allows.
+        Not timed: anything JAX does; making the inputs and the output (setup, at the same
+        offsets in a page in every process: ``reference_layout``).
+        """
+        self.prepared.reference(*self.prepared.reference_args, out=self.prepared.reference_out)
+
+    # 2 (NumpyBaseline's is 1): the inputs placed and the output preallocated
+    time_numpy.version = "2"
 
 
 def _instruction_count(hlo_text):

@@ -127,6 +127,10 @@ class Prepared:
         # what the to-device phases put: at one address offset in every process, since the
         # address decides whether device_put copies on CPU
         self.transfer_args = jax.tree_util.tree_map(data.at_fixed_address, self.host_args)
+        self.reference_args = self.reference_out = None
+        if workload.reference_layout is not None:
+            self.reference_args, self.reference_out = workload.reference_layout(
+                self.reference, self.host_args)
         self.args = workload.place(self.host_args, self.device)
         self.tiny_args = None
         if _has_phase(workload, "time_dispatch_100_calls", "time_latency_100_calls"):
@@ -255,6 +259,9 @@ class Workload(abc.ABC):
     # The NumPy version of ``program`` (a staticmethod), or None where NumPy has none; then
     # the output is only checked to be finite.
     reference = None
+    # Where the NumPy baseline writes into a preallocated output with its inputs placed:
+    # phases.NumpyBaselinePinnedLayout's method; ``reference`` then takes ``out=``
+    reference_layout = None
     tolerance = TOLERANCE
     # keyword arguments for jax.jit (static_argnums, donate_argnums, ...)
     jit_options = {}
