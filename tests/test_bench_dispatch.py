@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks import bench_dispatch
-from jaxbench_helpers.runtime import device, monitor, profiles, workload
+from jaxbench_helpers.runtime import data, device, monitor, profiles, workload
 
 BUDGET = 40
 
@@ -91,6 +91,20 @@ def test_simple_inputs_are_what_they_claim(fresh):
     assert all(type(a) is np.ndarray for a in args["host"])
     x, y = args["python_scalar"]
     assert isinstance(x, jax.Array) and type(y) is float
+
+
+def test_host_scalars_sit_where_device_put_copies_in_every_process(fresh):
+    bench = _set_up(bench_dispatch.JitSimple, "host")
+    host = bench.prepared.tiny_args
+    assert [a.ctypes.data % data.ALIGNMENT for a in host] == [data.ADDRESS_OFFSET] * 2
+    for a, b in zip(host, bench.prepared.host_args):
+        np.testing.assert_array_equal(a, b)
+    # jax 0.10.2 on CPU aliases a 64-byte aligned array: every call copies instead
+    placed = jax.device_put(host[0], bench.prepared.device)
+    assert placed.unsafe_buffer_pointer() != host[0].ctypes.data
+    aligned = data.at_fixed_address(host[0], data.ALIGNMENT, 0)
+    assert jax.device_put(aligned, bench.prepared.device).unsafe_buffer_pointer() == \
+        aligned.ctypes.data
 
 
 def test_the_key_cases_pass_typed_and_raw_keys(fresh):
