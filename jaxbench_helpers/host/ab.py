@@ -118,12 +118,12 @@ def build_side(label, name, commit, conf, repo, say):
     return Side(label, name, commit, env)
 
 
-def open_spawner(side, benchmark_dir, servers=None):
+def open_spawner(side, benchmark_dir, servers):
     """Start ``side``'s first fork server; the others start when a round first needs them.
-    ``servers``: how many at most (default one per round, ``MAX_ROUNDS``)."""
+    ``servers``: how many at most (the rounds allowed, for a server per round)."""
     from asv.runner import Spawner
 
-    side.benchmark_dir, side.server_cap = benchmark_dir, servers or MAX_ROUNDS
+    side.benchmark_dir, side.server_cap = benchmark_dir, servers
     side.new_interpreter = Spawner(side.env, benchmark_dir)
     server(side, 0)
 
@@ -536,7 +536,7 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
     try:
         benchmarks = discover(confs["A"], repo, sides[0], bench)
         for side in sides:
-            open_spawner(side, confs["A"].benchmark_dir, servers)
+            open_spawner(side, confs["A"].benchmark_dir, servers or max_rounds)
         numpy_same = _numpy_version(sides[0]) == _numpy_version(sides[1])
         cases = cases_of(benchmarks)
         say(f"jaxbench ab: {len(cases)} cases, up to {max_rounds} rounds each (ABBA), factor "
