@@ -2,6 +2,7 @@
 compute what they claim: each output matches its NumPy reference at every parameter
 combination, and a wrong program is caught before anything is timed."""
 
+import gc
 import inspect
 
 import jax
@@ -81,6 +82,22 @@ def test_a_pinned_numpy_baseline_computes_into_its_output_at_the_pinned_offsets(
     assert out.ctypes.data == before
     np.testing.assert_allclose(out, np.sum(prepared.host_args[0], axis=bench_array_ops.AXES[axis]),
                                rtol=1e-5)
+
+
+@pytest.mark.parametrize("axis", list(bench_array_ops.AXES))
+def test_the_run_phase_input_sits_on_a_page_boundary_and_outlives_setup(quick, axis):
+    bench = bench_array_ops.SumOverAxis()
+    bench.setup("float32", axis)
+    (x,) = bench.prepared.args
+    assert x.devices() == {jax.devices("cpu")[0]}
+    assert x.unsafe_buffer_pointer() % data.PAGE == 0
+    gc.collect()  # the host copy the input aliases must outlive setup's locals
+    churn = [np.full(x.size, np.nan, np.float32) for _ in range(4)]
+    expected = np.sum(bench.prepared.host_args[0], axis=bench_array_ops.AXES[axis])
+    np.testing.assert_allclose(np.asarray(bench.prepared.run(x)), expected, rtol=1e-4, atol=1e-5)
+    del churn
+    bench.setup("float32", axis)  # a later sample's setup keeps the input where it is
+    assert bench.prepared.args[0] is x
 
 
 # ---- wrong programs: each must fail its check in setup_cache -------------------------------
