@@ -132,8 +132,7 @@ class SumOverAxis(phases.RunPhase, phases.NumpyBaselinePinnedLayout, workload.Wo
         # here); the strided sum ran ~11% slower, by process, where the heap put the input
         # near that offset (4K aliasing, results/LAYOUT-MODES.md). A page-aligned host copy,
         # which device_put aliases on CPU, puts every process's input at the same offset.
-        return super().place(tuple(data.at_fixed_address(a, data.PAGE, 0) for a in host_args),
-                             target)
+        return super().place(data.on_page_boundaries(host_args), target)
 
 
 class MatmulShapes(counts.Counts, phases.RunPhase, phases.NumpyBaseline, workload.Workload):

@@ -58,3 +58,11 @@ def at_fixed_address(array, alignment=ALIGNMENT, offset=ADDRESS_OFFSET):
     out[...] = array
     out.setflags(write=array.flags.writeable)
     return out
+
+
+def on_page_boundaries(arrays):
+    """``arrays`` (a pytree) with every NumPy array starting on a page boundary: the layout a
+    pinned NumPy baseline's inputs and a pinned device input share (copies where needed)."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda a: at_fixed_address(a, PAGE, 0), arrays)

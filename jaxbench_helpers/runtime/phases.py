@@ -150,8 +150,7 @@ class NumpyBaselinePinnedLayout:
         page boundaries, the output half a page past one (``data.OUTPUT_OFFSET``)."""
         import jax
 
-        args = jax.tree_util.tree_map(lambda a: data.at_fixed_address(a, data.PAGE, 0),
-                                      host_args)
+        args = data.on_page_boundaries(host_args)
         out = jax.tree_util.tree_map(
             lambda a: data.empty_at(a.shape, a.dtype, data.PAGE, data.OUTPUT_OFFSET),
             reference(*args))
