@@ -1,5 +1,4 @@
-"""Seeded host data: the same bytes on every machine, every version, every run; and where the
-host memory it lives in comes from (an address offset, a page boundary, a resident heap).
+"""Seeded host data: the same bytes on every machine, every version, every run.
 
 Generators are only ever appended to; changing one would make old results incomparable.
 """
@@ -80,7 +79,7 @@ RESIDENT_HEAP_BYTES = 256 << 20
 @functools.cache
 def keep_heap_resident(nbytes=RESIDENT_HEAP_BYTES):
     """Make the C heap keep what it frees and grow it by ``nbytes`` of touched memory now, once
-    per process; True where it could (glibc), False where the C library refused.
+    per process; True where it could (glibc), False with nothing changed elsewhere.
 
     glibc gives the free top of its heap back to the system and moves its mmap threshold with
     what the process freed before, so a copy into a new buffer found resident memory in some
