@@ -1,8 +1,10 @@
-"""Seeded host data: the same bytes on every machine, every version, every run.
+"""Seeded host data: the same bytes on every machine, every version, every run; and where the
+host memory it lives in comes from (an address offset, a page boundary, a resident heap).
 
 Generators are only ever appended to; changing one would make old results incomparable.
 """
 
+import ctypes
 import functools
 
 import numpy as np
@@ -66,3 +68,42 @@ def on_page_boundaries(arrays):
     import jax
 
     return jax.tree_util.tree_map(lambda a: at_fixed_address(a, PAGE, 0), arrays)
+
+
+# glibc's mallopt parameters, and its largest mmap threshold on 64-bit (larger blocks are always
+# mmapped, so always fresh pages)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD_MAX = 32 << 20
+# 256 MB made ab's rounds in new processes resolve fewer transfer cases (results/HEAP-FAULTS.md)
+RESIDENT_HEAP_BYTES = 64 << 20
+
+
+@functools.cache
+def keep_heap_resident(nbytes=RESIDENT_HEAP_BYTES):
+    """Make the C heap keep what it frees and grow it by ``nbytes`` of touched memory now, once
+    per process; True where it could (glibc), False where the C library refused.
+
+    glibc gives the free top of its heap back to the system and moves its mmap threshold with
+    what the process freed before, so a copy into a new buffer found resident memory in some
+    samples and fresh pages (a fault per 4 KB, ~2 us each) in others. With both thresholds
+    fixed and the pool touched, blocks up to ``MMAP_THRESHOLD_MAX`` land in resident memory.
+    The pool is made of blocks under the threshold: one large block would be mmapped, and
+    returned when freed."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt, malloc, free = libc.mallopt, libc.malloc, libc.free
+    except (OSError, AttributeError):
+        return False
+    if not (mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
+            and mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)):
+        return False
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    free.argtypes = [ctypes.c_void_p]
+    block = MMAP_THRESHOLD_MAX // 2
+    blocks = [malloc(block) for _ in range(nbytes // block)]
+    for address in blocks:
+        if address:
+            ctypes.memset(address, 0, block)
+    for address in blocks:
+        free(address)
+    return True
