@@ -137,6 +137,8 @@ class ResidentHeapTransferPhases(TransferPhases):
     grow the heap now and then, and blocks above 32 MB are mmapped, fresh, every time."""
 
     def configure_process(self):
+        # a class's other bases may set process-wide state too (XLA flags)
+        super().configure_process()
         data.keep_heap_resident()
 
     def time_to_device(self, *params):
