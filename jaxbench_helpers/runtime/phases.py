@@ -95,21 +95,35 @@ class StagePhases:
         self.prepared.take("compile").compile()
 
 
+def _keep_heap_resident(*params):
+    if not params:
+        return  # asv_runner calls setups that accept no arguments before setup_cache
+    data.keep_heap_resident()
+
+
 class TransferPhases:
     @monitor.forbid_compile
     def time_to_device(self, *params):
-        """``jax.device_put`` of the full-size host inputs, waited for.
+        """``jax.device_put`` of the full-size host inputs, waited for, into memory the C heap
+        already holds.
 
         Timed: the host -> device copy (on CPU, jax may alias the host memory instead).
         Not timed: making the host inputs (setup), freeing the device copies (held until the
-        next setup: freeing 64 MB inside the call would time returning pages to the OS).
+        next setup: freeing 64 MB inside the call would time returning pages to the OS), the
+        heap policy (this method's own setup, once per process).
         """
         self.prepared.keep(device.put(self.prepared.transfer_args, self.prepared.device))
 
+    # asv runs a method's own setup after the class's, and only in this method's processes:
+    # glibc gave back the heap the class's setup freed and grew it again inside a sample, so a
+    # SquareMatmul copy took no page faults in some samples and 977-3875 in others
+    # (results/HEAP-FAULTS.md)
+    time_to_device.setup = _keep_heap_resident
     # 2: the copies are freed in the next setup, no longer inside the timed call;
     # 3: the host inputs at one address offset (data.at_fixed_address): an aligned buffer
-    # made device_put alias instead of copy, in some processes and not others
-    time_to_device.version = "3"
+    # made device_put alias instead of copy, in some processes and not others;
+    # 4: the heap kept resident
+    time_to_device.version = "4"
 
     @cold
     @monitor.forbid_compile
@@ -130,28 +144,17 @@ class TransferPhases:
 
 
 class ResidentHeapTransferPhases(TransferPhases):
-    """The transfer phases in a process whose C heap keeps what it frees
-    (``data.keep_heap_resident``): glibc gave back the heap that setup freed and grew it again
-    inside the next sample, so a 1 MB copy took 0 to 248 page faults a call, by sample
-    (results/HEAP-FAULTS.md). Samples that keep more than the touched pool (16 MB copies) still
-    grow the heap now and then, and blocks above 32 MB are mmapped, fresh, every time."""
+    """The transfer phases, and the class's other phases, in a process whose C heap keeps what
+    it frees (``data.keep_heap_resident``) from before the first setup: glibc gave back the
+    heap that setup freed and grew it again inside the next sample, so a 1 MB copy took 0 to
+    248 page faults a call, by sample (results/HEAP-FAULTS.md). Samples that keep more than the
+    touched pool (16 MB copies) still grow the heap now and then, and blocks above 32 MB are
+    mmapped, fresh, every time."""
 
     def configure_process(self):
         # a class's other bases may set process-wide state too (XLA flags)
         super().configure_process()
         data.keep_heap_resident()
-
-    def time_to_device(self, *params):
-        """``TransferPhases``' device_put of the full-size host inputs, waited for, into
-        memory the heap already holds.
-
-        Timed: the host -> device copy (on CPU, jax may alias the host memory instead).
-        Not timed: making the host inputs (setup), freeing the device copies (the next setup).
-        """
-        super().time_to_device(*params)
-
-    # 4: the heap kept resident (the phase's own is 3)
-    time_to_device.version = "4"
 
     @cold
     def time_to_host(self, *params):
