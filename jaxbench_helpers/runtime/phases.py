@@ -116,7 +116,7 @@ class TransferPhases:
 
     # asv runs a method's own setup after the class's, and only in this method's processes:
     # glibc gave back the heap the class's setup freed and grew it again inside a sample, so a
-    # SquareMatmul copy took no page faults in some samples and 977-3875 in others
+    # SquareMatmul copy took no page faults in some samples and 945-3875 in others
     # (results/HEAP-FAULTS.md)
     time_to_device.setup = _keep_heap_resident
     # 2: the copies are freed in the next setup, no longer inside the timed call;
