@@ -247,42 +247,9 @@ def test_to_device_frees_its_copies_in_the_next_setup_not_in_the_timed_call(quic
     assert bench.prepared.kept == []
 
 
-# asv's pattern in one process: setup before each sample (it frees the last sample's copies),
-# then the sample's calls; prints each later sample's page faults
-COPIES_INTO_RESIDENT_MEMORY = """
-import resource, sys
-from benchmarks import bench_transfer
-bench, size = bench_transfer.ArrayTransfer(), sys.argv[1]
-faults = []
-for sample in range(12):
-    bench.setup(size)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(4):
-        bench.time_to_device(size)
-    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(*faults[1:])
-"""
-
-
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's heap policy")
-@pytest.mark.parametrize("size", ["1MB"])
-def test_to_device_copies_land_in_memory_the_heap_already_holds_in_every_sample(
-        size, tmp_path):
-    # glibc trimmed the heap that setup freed and grew it again inside the next sample: a
-    # 1 MB sample took up to 248 faults a copy in some samples and none in others (16 MB
-    # samples, which keep more than the touched pool, still fault now and then)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=paths.ROOT)
-    proc = subprocess.run([sys.executable, "-c", COPIES_INTO_RESIDENT_MEMORY, size], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    faults = [int(n) for n in proc.stdout.split()]
-    pages_a_copy = bench_transfer.BYTES[size] // data.PAGE
-    # a few faults are the interpreter's own; a copy into fresh pages is one per page
-    assert max(faults) < pages_a_copy // 8, faults
-
-
-# asv_runner's own benchmark object: the class's setup, then the method's own, before every
-# sample; prints the pages a copy takes, then each later sample's page faults
+# asv's pattern in one process, with asv_runner's own benchmark object: the class's setup
+# (it frees the last sample's copies), then the method's own, before every sample; prints the
+# pages a copy takes, then each later sample's page faults
 ASV_SAMPLES_OF_TO_DEVICE = """
 import importlib, resource, sys
 import jax
@@ -292,7 +259,7 @@ module_name, cls_name = sys.argv[1].rsplit(".", 1)
 module = importlib.import_module(module_name)
 cls = getattr(module, cls_name)
 bench = _get_benchmark("time_to_device", module, cls, cls.time_to_device)
-bench.set_param_idx(0)
+bench.set_param_idx(int(sys.argv[2]))
 faults = []
 for sample in range(12):
     assert not bench.do_setup()
@@ -307,20 +274,25 @@ print(copied // data.PAGE, *faults[1:])
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's heap policy")
-@pytest.mark.parametrize("name", ["benchmarks.bench_models.MLPTrainStep",
-                                  "benchmarks.bench_matmul.SquareMatmul"])
-def test_every_workloads_to_device_copies_land_in_memory_the_heap_already_holds(
-        name, tmp_path):
-    # without the phase's own setup, glibc gave back the heap the class's setup freed: at the
-    # regular profile, 5 to 8 of 11 samples took faults, up to one a page copied, the others
-    # none
+@pytest.mark.parametrize("name, param_idx", [
+    ("benchmarks.bench_transfer.ArrayTransfer", list(bench_transfer.BYTES).index("1MB")),
+    ("benchmarks.bench_models.MLPTrainStep", 0),
+    ("benchmarks.bench_matmul.SquareMatmul", 0)])
+def test_to_device_copies_land_in_memory_the_heap_already_holds_in_every_sample(
+        name, param_idx, tmp_path):
+    # glibc gave back the heap that setup freed and grew it again inside the next sample: at
+    # the regular profile, 5 to 8 of 11 samples took faults, up to one a page copied, the
+    # others none (16 MB arrays, which keep more than the touched pool, still fault now and
+    # then)
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=paths.ROOT,
                JAXBENCH_PROFILE="regular")
-    proc = subprocess.run([sys.executable, "-c", ASV_SAMPLES_OF_TO_DEVICE, name], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", ASV_SAMPLES_OF_TO_DEVICE, name, str(param_idx)], env=env,
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     pages_a_copy, *faults = [int(n) for n in proc.stdout.split()]
     assert pages_a_copy >= 256  # large enough that fresh pages would show
+    # a few faults are the interpreter's own; a copy into fresh pages is one per page
     assert max(faults) < pages_a_copy // 8, faults
 
 
