@@ -296,8 +296,8 @@ class PersistentCache(_ScannedMlp, workload.Workload):
             return
         self._fill_private_cache()
         # the base refills the "compile" slot (this class has a time_compile phase)
-        if "load" not in self.prepared.slots:
-            self.prepared.slots["load"] = self._fresh_lowered()
+        if not self.prepared.slots.get("load"):
+            self.prepared.slots["load"] = [self._fresh_lowered()]
             compat.clear_caches()
         _settle_cache_state()  # off, as for every other compile phase
 

@@ -12,7 +12,7 @@ with two reads of an event counter and fails the benchmark if the call compiled 
 import re
 
 from . import compat, data, device, monitor
-from .workload import DISPATCH_CALLS, cold, skip
+from .workload import DISPATCH_CALLS, cold, cold_reads, skip
 
 
 class RunPhase:
@@ -101,6 +101,12 @@ def _keep_heap_resident(*params):
     data.keep_heap_resident()
 
 
+def _device_get(out):
+    import jax
+
+    return jax.device_get(out)
+
+
 class TransferPhases:
     @monitor.forbid_compile
     def time_to_device(self, *params):
@@ -125,22 +131,26 @@ class TransferPhases:
     # 4: the heap kept resident
     time_to_device.version = "4"
 
-    @cold
+    @cold_reads("to_host", _device_get)
     @monitor.forbid_compile
     def time_to_host(self, *params):
         """``jax.device_get`` of an output that setup computed and waited for, never read
-        before (a device array caches its host copy after the first read).
+        before (a device array caches its host copy after the first read); the mean of
+        ``READS_PER_SAMPLE`` calls a sample, each on its own output, after setup read one
+        other.
 
-        Timed: the device -> host copy into NumPy arrays. Not timed: computing the output
-        (setup), freeing it and its host copy (the next setup).
+        Timed: the device -> host copy into NumPy arrays. Not timed: computing the outputs
+        (setup), freeing them and their host copies (the next setup).
         """
         import jax
 
         out = self.prepared.take("to_host")
         self.prepared.keep(out, jax.device_get(out))
 
-    # 2: the array and its host copy are freed in the next setup, no longer in the timed call
-    time_to_host.version = "2"
+    # 2: the array and its host copy are freed in the next setup, no longer in the timed call;
+    # 3: 8 calls a sample, each on its own output, after one read untimed: one call a sample,
+    # right after setup computed its output, spread 30-100% within a run
+    time_to_host.version = "3"
 
 
 class ResidentHeapTransferPhases(TransferPhases):
@@ -156,18 +166,18 @@ class ResidentHeapTransferPhases(TransferPhases):
         super().configure_process()
         data.keep_heap_resident()
 
-    @cold
+    @cold_reads("to_host", _device_get)
     def time_to_host(self, *params):
-        """``TransferPhases``' device_get of an output never read before, into memory
-        the heap already holds.
+        """``TransferPhases``' device_get of outputs never read before, into memory the
+        heap already holds; the mean of ``READS_PER_SAMPLE`` calls a sample.
 
-        Timed: the device -> host copy into NumPy arrays. Not timed: computing the output
-        (setup), freeing it and its host copy (the next setup).
+        Timed: the device -> host copy into NumPy arrays. Not timed: computing the outputs
+        (setup), freeing them and their host copies (the next setup).
         """
         super().time_to_host(*params)
 
-    # 3: the heap kept resident (the phase's own is 2)
-    time_to_host.version = "3"
+    # 3: the heap kept resident (the phase's own was 2); 4: 8 calls a sample, as the phase's 3
+    time_to_host.version = "4"
 
 
 class NumpyBaseline:
