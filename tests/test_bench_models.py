@@ -144,6 +144,12 @@ def test_only_the_read_phases_processes_hold_a_samples_outputs(quick):
     assert len(bench.prepared.slots["np_asarray"]) == 1
 
 
+def test_a_read_phases_setup_says_so_when_its_class_was_set_up_for_other_parameters(quick):
+    bench_transfer.ArrayTransfer().setup("1KB")
+    with pytest.raises(RuntimeError, match="ran before its class's setup"):
+        bench_transfer.ArrayTransfer.time_to_host.setup("64KB")
+
+
 def test_a_read_phases_setup_reads_one_more_output_so_the_first_timed_read_is_warm(quick):
     # after computing the outputs, the first read took 10-20 times as long as the others
     bench = bench_transfer.ArrayTransfer()

@@ -115,8 +115,13 @@ def cold_reads(slot, read):
     more, untimed."""
 
     def setup(*params):
-        if params:  # asv_runner calls setups that accept no arguments before setup_cache
-            _set_up_last.prepared.fill(slot, read)
+        if not params:
+            return  # asv_runner calls setups that accept no arguments before setup_cache
+        if _set_up_last is None or _set_up_last.prepared.params != params:
+            raise RuntimeError(
+                f"the {slot} phase's own setup ran before its class's setup{params}: asv "
+                "runs the class's first; call them in that order")
+        _set_up_last.prepared.fill(slot, read)
 
     def attributes(method):
         cold(method)
