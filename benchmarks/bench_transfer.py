@@ -85,8 +85,8 @@ class ArrayTransfer(counts.Counts, phases.ResidentHeapTransferPhases, workload.W
 
     def setup(self, *params):
         super().setup(*params)
-        if params and not self.prepared.slots.get("np_asarray"):
-            self.prepared.slots["np_asarray"] = [self.prepared.fresh_output()]
+        if params:
+            self.prepared.refill_output("np_asarray")
 
     @workload.cold_reads("np_asarray", np.asarray)
     @monitor.forbid_compile

@@ -142,10 +142,8 @@ class TransferPhases:
         Timed: the device -> host copy into NumPy arrays. Not timed: computing the outputs
         (setup), freeing them and their host copies (the next setup).
         """
-        import jax
-
         out = self.prepared.take("to_host")
-        self.prepared.keep(out, jax.device_get(out))
+        self.prepared.keep(out, _device_get(out))
 
     # 2: the array and its host copy are freed in the next setup, no longer in the timed call;
     # 3: 8 calls a sample, each on its own output, after one read untimed: one call a sample,

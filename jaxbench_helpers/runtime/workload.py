@@ -223,8 +223,14 @@ class Prepared:
         return functools.partial(jax.make_jaxpr(fn), *self.args)
 
     def refill_outputs(self):
-        if _has_phase(self.workload, "time_to_host") and not self.slots.get("to_host"):
-            self.slots["to_host"] = [self.fresh_output()]
+        if _has_phase(self.workload, "time_to_host"):
+            self.refill_output("to_host")
+
+    def refill_output(self, slot):
+        """One never-read output in ``slot`` if the last sample took its last (the read
+        phase's own setup tops it up: ``fill``)."""
+        if not self.slots.get(slot):
+            self.slots[slot] = [self.fresh_output()]
 
     def fresh_output(self):
         """The program's full-size output, computed and waited for."""
