@@ -274,11 +274,10 @@ def _settle_cache_state():
     jax.jit(workload.fresh_function(_increment)).lower(np.float32(0)).compile()
 
 
+@workload.phase_setup
 def _open_private_cache(*params):
     """Setup of the load phase only, after the class setup: the cache on and open, so the
     timed call does nothing but look up, read and load."""
-    if not params:
-        return  # asv calls parameter-free setups before setup_cache
     compile_cache.enable(_private_cache_dir())
     _settle_cache_state()
 

@@ -12,7 +12,7 @@ with two reads of an event counter and fails the benchmark if the call compiled 
 import re
 
 from . import compat, data, device, monitor
-from .workload import DISPATCH_CALLS, cold, cold_reads, skip
+from .workload import DISPATCH_CALLS, cold, cold_reads, phase_setup, skip
 
 
 class RunPhase:
@@ -95,9 +95,8 @@ class StagePhases:
         self.prepared.take("compile").compile()
 
 
+@phase_setup
 def _keep_heap_resident(*params):
-    if not params:
-        return  # asv_runner calls setups that accept no arguments before setup_cache
     data.keep_heap_resident()
 
 

@@ -107,16 +107,27 @@ READS_PER_SAMPLE = 8
 _set_up_last = None
 
 
+def phase_setup(body):
+    """A phase's own asv setup (``method.setup``): asv runs it after the class's setup, in
+    that phase's processes only, with the parameters only; ``body(*params)`` runs there, and
+    not for asv_runner's parameter-free call before setup_cache."""
+
+    @functools.wraps(body)
+    def setup(*params):
+        if params:
+            body(*params)
+
+    return setup
+
+
 def cold_reads(slot, read):
     """Attributes of a phase that reads back outputs never read before (``slot``'s):
     READS_PER_SAMPLE calls a sample, each on its own output, no warm-up; asv divides the
-    sample by the number. Its own setup (asv runs it after the class's, in this phase's
-    processes only, so no other phase holds the outputs) makes the outputs and ``read``s one
-    more, untimed."""
+    sample by the number. Its own setup (in this phase's processes only, so no other phase
+    holds the outputs) makes the outputs and ``read``s one more, untimed."""
 
+    @phase_setup
     def setup(*params):
-        if not params:
-            return  # asv_runner calls setups that accept no arguments before setup_cache
         if _set_up_last is None or _set_up_last.prepared.params != params:
             raise RuntimeError(
                 f"the {slot} phase's own setup ran before its class's setup{params}: asv "
