@@ -83,11 +83,6 @@ class ArrayTransfer(counts.Counts, phases.ResidentHeapTransferPhases, workload.W
     def inputs(self, profile, size, dispatch):
         return (_one_array(size),)
 
-    def setup(self, *params):
-        super().setup(*params)
-        if params:
-            self.prepared.refill_output("np_asarray")
-
     @workload.cold_reads("np_asarray", np.asarray)
     @monitor.forbid_compile
     def time_np_asarray(self, size):

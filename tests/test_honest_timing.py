@@ -216,6 +216,27 @@ def test_time_method_waits_for_its_device_work(fresh, cls, name):
     assert waiting_problems(cls(), name) == []
 
 
+@pytest.mark.parametrize("cls, name", [(c, n) for c, n in time_methods() if n in READS_BACK],
+                         ids=lambda v: getattr(v, "__name__", v))
+def test_class_setup_alone_leaves_each_read_phase_an_output_never_read(fresh, cls, name):
+    """A count's child runs the class's setup only, not the phase's own: after a sample took
+    every output of the phase's slot, the class's setup must leave it one never read."""
+    slot = READS_BACK[name]
+    assert getattr(cls, name).read_slot == slot
+    bench = cls()
+    params = first_params(cls)
+    set_up(bench, params)
+    assert len(bench.prepared.slots[slot]) == 1
+    taken = bench.prepared.take(slot)
+    assert bench.prepared.slots[slot] == []
+    bench.setup(*params)
+    (output,) = bench.prepared.slots[slot]
+    assert output is not taken
+    for leaf in jax.tree_util.tree_leaves(output):
+        assert not leaf.is_deleted()
+        assert leaf._npy_value is None  # jax caches an array's host copy on its first read
+
+
 def test_every_phase_is_classified():
     names = {name for _, name in time_methods()}
     classified = [RUNS_THE_PROGRAM, PUTS, set(READS_BACK), set(NO_DEVICE_WORK)]

@@ -138,9 +138,19 @@ def cold_reads(slot, read):
         cold(method)
         method.number = READS_PER_SAMPLE
         method.setup = setup
+        method.read_slot = slot
         return method
 
     return attributes
+
+
+def _read_slots(workload):
+    """The slots of ``workload``'s read phases (``cold_reads``), in the order the classes
+    first define the phases, base classes first."""
+    cls = type(workload)
+    names = dict.fromkeys(name for base in reversed(cls.__mro__) for name in vars(base))
+    slots = (getattr(getattr(cls, name, None), "read_slot", None) for name in names)
+    return list(dict.fromkeys(slot for slot in slots if slot is not None))
 
 
 def _bound(fn, static):
@@ -234,8 +244,10 @@ class Prepared:
         return functools.partial(jax.make_jaxpr(fn), *self.args)
 
     def refill_outputs(self):
-        if _has_phase(self.workload, "time_to_host"):
-            self.refill_output("to_host")
+        """One never-read output in each read phase's slot: a count's child runs the class's
+        setup only, not the phase's own (``cold_reads``), and its count takes one."""
+        for slot in _read_slots(self.workload):
+            self.refill_output(slot)
 
     def refill_output(self, slot):
         """One never-read output in ``slot`` if the last sample took its last (the read
