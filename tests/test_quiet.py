@@ -14,7 +14,9 @@ import pytest
 
 from jaxbench_helpers.common import quiet
 
-BUSY = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
+# busy for {seconds} of its own CPU time, however long a loaded machine makes that take
+BUSY = ("import time\nend = time.process_time() + {seconds}\n"
+        "while time.process_time() < end: pass\n")
 
 
 @pytest.fixture(autouse=True)
@@ -24,10 +26,14 @@ def own_lock(tmp_path, monkeypatch):
     monkeypatch.delenv(quiet.HELD_ENV, raising=False)
 
 
-def detached_busy_loop(seconds):
-    """A CPU-bound process that is not a descendant of this one (reparented to init)."""
+def detached_busy_loop(seconds, done=None):
+    """A CPU-bound process that is not a descendant of this one (reparented to init); it
+    creates the file ``done`` when its CPU time is spent, if given."""
     code = BUSY.format(seconds=seconds)
-    subprocess.run(["sh", "-c", f"{sys.executable} -c '{code}' >/dev/null 2>&1 &"], check=True)
+    if done is not None:
+        code += f"open({str(done)!r}, 'w').close()\n"
+    subprocess.run(["sh", "-c", f"{sys.executable} -c \"{code}\" >/dev/null 2>&1 &"],
+                   check=True)
     time.sleep(0.3)  # let it start
 
 
@@ -35,12 +41,17 @@ def own_busy_child(seconds):
     return subprocess.Popen([sys.executable, "-c", BUSY.format(seconds=seconds)])
 
 
-def test_our_children_count_as_ours_and_detached_processes_as_others():
+def test_our_children_count_as_ours_and_detached_processes_as_others(tmp_path):
     before = quiet.Reading.now(os.getpid())
     child = own_busy_child(1.5)
     child.wait()
-    detached_busy_loop(1.5)
-    time.sleep(1.5)
+    done = tmp_path / "detached-done"
+    detached_busy_loop(1.5, done)
+    deadline = time.time() + 60
+    while not done.exists():
+        assert time.time() < deadline, "the detached loop never finished its CPU time"
+        time.sleep(0.1)
+    time.sleep(0.2)  # let it exit
     after = quiet.Reading.now(os.getpid())
     assert after.ours - before.ours >= 1.2 * quiet.TICKS  # the child's CPU time is ours
     theirs = {name: ticks - before.others_by_name.get(name, 0)
