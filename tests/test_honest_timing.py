@@ -237,6 +237,42 @@ def test_class_setup_alone_leaves_each_read_phase_an_output_never_read(fresh, cl
         assert leaf._npy_value is None  # jax caches an array's host copy on its first read
 
 
+ASV_SAMPLES = """
+    import json
+    from asv_runner.discovery import get_benchmark_from_name
+    from jaxbench_helpers.runtime import workload
+
+    held = []
+    keep = workload.Prepared.keep
+
+    def keep_counted(self, *objects):
+        keep(self, *objects)
+        held.append(len(self.kept))
+
+    workload.Prepared.keep = keep_counted
+    bench = get_benchmark_from_name({root!r}, {name!r})
+    bench.set_cache(bench.do_setup_cache())
+    bench.do_setup()
+    result = bench.do_run()
+    print(json.dumps(dict(number=result["number"], samples=len(result["samples"]),
+                          most_held=max(held), warmup_time=bench.warmup_time)))
+"""
+
+
+def test_asv_never_calls_the_copy_phase_more_often_than_its_number_between_setups(tmp_path):
+    """asv_runner's warm-up and its choice of ``number`` call a phase with no setup between
+    the calls: ``time_to_device`` held every copy it made until the first sample's setup. Its
+    own setup warms it with setups and fixes the number, so asv, run as it runs, never sees
+    more copies held than one sample's calls."""
+    name = "bench_transfer.ArrayTransfer.time_to_device-2"  # 1 MB: ~100 calls a sample
+    run = _in_process(ASV_SAMPLES.format(root=os.path.join(ROOT, "benchmarks"), name=name),
+                      tmp_path)
+    assert run["samples"] >= 1
+    assert run["number"] > 1
+    assert run["most_held"] == run["number"]
+    assert run["warmup_time"] == 0
+
+
 def test_every_phase_is_classified():
     names = {name for _, name in time_methods()}
     classified = [RUNS_THE_PROGRAM, PUTS, set(READS_BACK), set(NO_DEVICE_WORK)]

@@ -12,7 +12,7 @@ with two reads of an event counter and fails the benchmark if the call compiled 
 import re
 
 from . import compat, data, device, monitor
-from .workload import DISPATCH_CALLS, cold, cold_reads, phase_setup, skip
+from .workload import DISPATCH_CALLS, cold, cold_reads, skip, warmed_with_setup
 
 
 class RunPhase:
@@ -95,11 +95,6 @@ class StagePhases:
         self.prepared.take("compile").compile()
 
 
-@phase_setup
-def _keep_heap_resident(*params):
-    data.keep_heap_resident()
-
-
 def _device_get(out):
     import jax
 
@@ -107,6 +102,11 @@ def _device_get(out):
 
 
 class TransferPhases:
+    # asv runs a method's own setup after the class's, and only in this method's processes:
+    # glibc gave back the heap the class's setup freed and grew it again inside a sample, so a
+    # SquareMatmul copy took no page faults in some samples and 945-3875 in others; and asv's
+    # warm-up, run without setup, piled up the copies (results/HEAP-FAULTS.md)
+    @warmed_with_setup(before=data.keep_heap_resident)
     @monitor.forbid_compile
     def time_to_device(self, *params):
         """``jax.device_put`` of the full-size host inputs, waited for, into memory the C heap
@@ -115,20 +115,16 @@ class TransferPhases:
         Timed: the host -> device copy (on CPU, jax may alias the host memory instead).
         Not timed: making the host inputs (setup), freeing the device copies (held until the
         next setup: freeing 64 MB inside the call would time returning pages to the OS), the
-        heap policy (this method's own setup, once per process).
+        heap policy and the warm-up, a setup before each sample's calls (this method's own
+        setup, once per process).
         """
         self.prepared.keep(device.put(self.prepared.transfer_args, self.prepared.device))
 
-    # asv runs a method's own setup after the class's, and only in this method's processes:
-    # glibc gave back the heap the class's setup freed and grew it again inside a sample, so a
-    # SquareMatmul copy took no page faults in some samples and 945-3875 in others
-    # (results/HEAP-FAULTS.md)
-    time_to_device.setup = _keep_heap_resident
     # 2: the copies are freed in the next setup, no longer inside the timed call;
     # 3: the host inputs at one address offset (data.at_fixed_address): an aligned buffer
     # made device_put alias instead of copy, in some processes and not others;
-    # 4: the heap kept resident
-    time_to_device.version = "4"
+    # 4: the heap kept resident; 5: warmed up by its own setup, a setup before each sample
+    time_to_device.version = "5"
 
     @cold_reads("to_host", _device_get)
     @monitor.forbid_compile

@@ -23,6 +23,7 @@ import functools
 import inspect
 import itertools
 import sys
+import time
 import traceback
 import types
 
@@ -120,6 +121,16 @@ def phase_setup(body):
     return setup
 
 
+def _set_up_for(phase, params):
+    """The workload whose class's setup ran last, for ``params``: what a phase's own setup
+    (run right after it) works on."""
+    if _set_up_last is None or _set_up_last.prepared.params != params:
+        raise RuntimeError(
+            f"the {phase} phase's own setup ran before its class's setup{params}: asv runs "
+            "the class's first; call them in that order")
+    return _set_up_last
+
+
 def cold_reads(slot, read):
     """Attributes of a phase that reads back outputs never read before (``slot``'s):
     READS_PER_SAMPLE calls a sample, each on its own output, no warm-up; asv divides the
@@ -128,11 +139,7 @@ def cold_reads(slot, read):
 
     @phase_setup
     def setup(*params):
-        if _set_up_last is None or _set_up_last.prepared.params != params:
-            raise RuntimeError(
-                f"the {slot} phase's own setup ran before its class's setup{params}: asv "
-                "runs the class's first; call them in that order")
-        _set_up_last.prepared.fill(slot, read)
+        _set_up_for(slot, params).prepared.fill(slot, read)
 
     def attributes(method):
         cold(method)
@@ -151,6 +158,61 @@ def _read_slots(workload):
     names = dict.fromkeys(name for base in reversed(cls.__mro__) for name in vars(base))
     slots = (getattr(getattr(cls, name, None), "read_slot", None) for name in names)
     return list(dict.fromkeys(slot for slot in slots if slot is not None))
+
+
+# a warm sample of a phase warmed by its own setup lasts at least this long (asv_runner's
+# default sample_time, which picks the number of the other warm phases)
+SAMPLE_SECONDS = 0.01
+# and its warm-up, cycles of setup and a sample's calls: ten times asv's for the other phases
+WARMUP_SECONDS = 10 * _PROFILE.warmup_time
+
+
+def warmed_with_setup(before=None):
+    """Attributes of a warm phase whose calls hold what they make until the next setup
+    (``Prepared.keep``): asv_runner chooses ``number`` and warms up with no setup between the
+    calls, so up to hundreds of outputs piled up and the first samples ran slow
+    (results/HEAP-FAULTS.md). The phase's own setup warms it instead, once per process, after
+    ``before()``: cycles of the class's setup and one sample's calls, the number of calls
+    grown until a sample lasts ``SAMPLE_SECONDS``, then the class's setup again; it sets that
+    number and no asv warm-up on the benchmark object, which asv reads after every setup."""
+
+    def attributes(method):
+        name = method.__name__
+
+        @phase_setup
+        def setup(*params):
+            if before is not None:
+                before()
+            workload = _set_up_for(name, params)
+            if getattr(workload, "_warmed", None) != (name, params):
+                workload.number = _warm_up(workload, getattr(workload, name), params)
+                workload.warmup_time = 0.0
+                workload._warmed = (name, params)
+
+        method.setup = setup
+        return method
+
+    return attributes
+
+
+def _warm_up(workload, phase, params):
+    """Cycles of ``workload``'s setup and ``number`` calls of ``phase``; the number that makes
+    a sample last ``SAMPLE_SECONDS``. Leaves the workload freshly set up."""
+    number, started = 1, time.perf_counter()
+    while True:
+        workload.setup(*params)
+        start = time.perf_counter()
+        for _ in range(number):
+            phase(*params)
+        took = time.perf_counter() - start
+        if took < SAMPLE_SECONDS:
+            # as asv_runner grows it: by the shortfall, at least one, at most tenfold
+            grow = min(10.0, max(1.1, SAMPLE_SECONDS / max(took, 1e-9)))
+            number = max(number + 1, int(grow * number))
+        elif time.perf_counter() - started >= WARMUP_SECONDS:
+            break
+    workload.setup(*params)
+    return number
 
 
 def _bound(fn, static):
