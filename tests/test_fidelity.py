@@ -73,11 +73,14 @@ def ran_alone(request):
     """Runs this test by itself in a new interpreter and asserts it passed there: True, the
     caller is done. Inside that interpreter: False, the caller runs the comparison.
 
-    In the one long-lived process of the timing tests, what the earlier tests left moved one
-    side and not the other: JitTrivial's latency read suite/hand 0.83-0.94 after them (CI and
-    a 2-core EPYC VM) and 1.00-1.01 by itself, or after all the dispatch cases or the A/B
-    tests alone; the cause is not found. A new interpreter a comparison gives both sides the
-    state an asv benchmark process has."""
+    In the one long-lived process of the timing tests, the latency cases' two sides drifted
+    apart after the earlier tests: JitTrivial's suite/hand read 0.83-0.97 there (CI and a
+    2-core EPYC VM; JitSimple 'host' 0.92-0.94) and 1.00-1.01 by itself. Not the hand loop's
+    per-call lookup of ``jax.block_until_ready`` nor its own jit: seconds after a 0.969
+    verdict, that process timed the suite's loop, the hand loop and the hand loop with the
+    waiter bound once within 1.5% of each other. A per-call cost that moves with the process's
+    history, as the layout modes do (results/LAYOUT-MODES.md); a new interpreter a comparison
+    gives both sides the state an asv benchmark process has."""
     nodeid = request.node.nodeid
     if os.environ.get(ALONE_ENV) == nodeid:
         return False
