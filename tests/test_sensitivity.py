@@ -22,6 +22,7 @@ import sys
 import pytest
 
 from jaxbench_helpers.analysis import results
+from jaxbench_helpers.common import quiet
 from jaxbench_helpers.common.machine import ensure_described
 from jaxbench_helpers.host import history
 from jaxbench_helpers.selftest import plants, sensitivity
@@ -409,12 +410,21 @@ def test_asvs_interleaved_rounds_measure_both_commits_and_the_judgement_finds_th
     work, repo, release, plant = dispatch_plant
     ensure_described("sensitivity-test")  # as the command does: asv would ask for it
     bench = r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls"
+    monitor = quiet.LoadMonitor("the pair's asv run").start()
     base, planted = sensitivity.run_pair(
         repo, release, plant, folder=str(tmp_path / "pair"), machine="sensitivity-test",
         bench=[bench], profile="quick", env_dir=str(work / "env"), rounds=2)
+    load = monitor.stop().summary()
     log = capsys.readouterr().err
     assert "(round 2/2)" in log, log[-3000:]  # two rounds, not the quick profile's one
     trial = sensitivity.judge("dispatch", base, planted, 1.2, use_stats=False)
-    # twice the dispatch: judged at 1.2 so that only the machinery can fail it
+    # twice the dispatch: judged at 1.2 so that only the machinery can fail it. A miss shows
+    # both sides (alike: one commit measured twice; a wide side: noise) and the load
+    sides = "\n".join(
+        f"{key.benchmark}{key.params}: release {release[:8]} {base[key].value!r} "
+        f"{base[key].stats}; planted {plant[:8]} {planted[key].value!r} "
+        f"{planted[key].stats}" for key in sorted(set(base) & set(planted), key=str))
     assert [c.name for c in trial.detected] == [
-        "bench_dispatch.JitTrivial.time_dispatch_100_calls('float32')"], trial
+        "bench_dispatch.JitTrivial.time_dispatch_100_calls('float32')"], (
+        f"missed {[(c.name, c.ratio) for c in trial.missed]!r}\n{sides}\n"
+        f"machine: {load}\n{log[-2000:]}")
