@@ -411,10 +411,13 @@ def test_asvs_interleaved_rounds_measure_both_commits_and_the_judgement_finds_th
     ensure_described("sensitivity-test")  # as the command does: asv would ask for it
     bench = r"bench_dispatch\.JitTrivial\.time_dispatch_100_calls"
     monitor = quiet.LoadMonitor("the pair's asv run").start()
-    base, planted = sensitivity.run_pair(
-        repo, release, plant, folder=str(tmp_path / "pair"), machine="sensitivity-test",
-        bench=[bench], profile="quick", env_dir=str(work / "env"), rounds=2)
-    load = monitor.stop().summary()
+    try:
+        base, planted = sensitivity.run_pair(
+            repo, release, plant, folder=str(tmp_path / "pair"), machine="sensitivity-test",
+            bench=[bench], profile="quick", env_dir=str(work / "env"), rounds=2)
+    finally:  # its sampling thread must not outlive a failed run into the next test
+        record = monitor.stop()
+    load = record.summary()
     log = capsys.readouterr().err
     assert "(round 2/2)" in log, log[-3000:]  # two rounds, not the quick profile's one
     trial = sensitivity.judge("dispatch", base, planted, 1.2, use_stats=False)
