@@ -144,6 +144,7 @@ def test_a_bumped_version_needs_the_file_regenerated(suite_copy):
     # these phases set their own version: the class's bump does not reach them
     # (and their instruction counts, whose version follows the phase's)
     assert _bumps(found) == ["bench_matmul.SquareMatmul.time_latency_100_calls",
+                             "bench_matmul.SquareMatmul.time_numpy",
                              "bench_matmul.SquareMatmul.time_to_device",
                              "bench_matmul.SquareMatmul.time_to_host",
                              "bench_matmul.SquareMatmul.track_latency_cpu_instructions_per_call",
@@ -151,14 +152,17 @@ def test_a_bumped_version_needs_the_file_regenerated(suite_copy):
                              "bench_matmul.SquareMatmul.track_to_host_cpu_instructions"]
     assert ("its version is the method's own (jaxbench_helpers.runtime.phases.LatencyPhase"
             ".time_latency_100_calls.version)") in found["bump"][0]
+    assert ("its version is the method's own (jaxbench_helpers.runtime.phases.NumpyBaseline"
+            ".time_numpy.version)") in found["bump"][1]
     assert ("its version is the method's own (jaxbench_helpers.runtime.phases.TransferPhases"
-            ".time_to_device.version)") in found["bump"][1]
+            ".time_to_device.version)") in found["bump"][2]
     assert ("its version is the method's own (jaxbench_helpers.runtime.phases.TransferPhases"
-            ".time_to_host.version)") in found["bump"][2]
+            ".time_to_host.version)") in found["bump"][3]
     proc = _run(root, "-m", "benchmarks.fingerprints")
     assert proc.returncode == 1 and "not written" in proc.stderr
     proc = _run(root, "-m", "benchmarks.fingerprints", "--same-meaning",
                 "bench_matmul.SquareMatmul.time_latency_100_calls", "--same-meaning",
+                "bench_matmul.SquareMatmul.time_numpy", "--same-meaning",
                 "bench_matmul.SquareMatmul.time_to_device", "--same-meaning",
                 "bench_matmul.SquareMatmul.time_to_host", "--same-meaning",
                 "bench_matmul.SquareMatmul.track_*_cpu_instructions*")

@@ -12,7 +12,7 @@ with two reads of an event counter and fails the benchmark if the call compiled 
 import re
 
 from . import compat, data, device, monitor
-from .workload import DISPATCH_CALLS, cold, cold_reads, skip, warmed_with_setup
+from .workload import DISPATCH_CALLS, cold, cold_reads, phase_setup, skip, warmed_with_setup
 
 
 class RunPhase:
@@ -173,14 +173,27 @@ class ResidentHeapTransferPhases(TransferPhases):
     time_to_host.version = "4"
 
 
+def _keep_heap_resident(*params):
+    data.keep_heap_resident()
+
+
 class NumpyBaseline:
     def time_numpy(self, *params):
-        """The NumPy reference of the same maths on the same host inputs, in the same dtype.
+        """The NumPy reference of the same maths on the same host inputs, in the same dtype,
+        in a process whose C heap keeps what it frees (``data.keep_heap_resident``).
 
         Timed: NumPy computing it, with the BLAS threads the profile allows, and freeing its
-        result. Not timed: anything JAX does; making the inputs (setup).
+        result. Not timed: anything JAX does; making the inputs (setup); the heap policy (this
+        method's own setup, once per process).
         """
         self.prepared.reference(*self.prepared.host_args)
+
+    # 3 (the pinned layout's is 2): the heap kept resident. glibc gave back the pages of each
+    # call's freed outputs and temporaries and the next call faulted them in again: 396-1597
+    # faults a call, 14-48% of Svd's, Fft's, Rfft's and MLPTrainStep's time
+    # (results/HEAP-FAULTS.md)
+    time_numpy.version = "3"
+    time_numpy.setup = phase_setup(_keep_heap_resident)
 
 
 class NumpyBaselinePinnedLayout:
