@@ -347,7 +347,7 @@ def test_to_device_copies_land_in_memory_the_heap_already_holds_in_every_sample(
 def test_numpy_baselines_compute_in_memory_the_heap_already_holds(name, tmp_path):
     # glibc gave back the pages of each call's freed outputs and temporaries, and the next
     # call faulted them in again: at the regular profile Rfft took 1542 faults a call, Svd 396
-    # and MLPTrainStep 1381 (a sample's four calls: 1584-6168), 14-48% of their time
+    # and MLPTrainStep 1381 (a sample's four calls: 1604-6168), 14-48% of their time
     pages_read, faults = asv_samples_faults(name, 0, "time_numpy", tmp_path)
     assert pages_read >= 32, pages_read  # inputs of at least 128 KB: outputs that size would show
     assert max(faults) < 64, faults
