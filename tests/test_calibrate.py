@@ -166,7 +166,9 @@ def test_report_and_written_config_hold_the_proposals(calibrated):
         in text
     timed = [c for c in found if c.worst_spread is not None]
     quiet = [c for c in timed if c.worst_spread < 0.03]
-    assert f"**{len(quiet)} of {len(timed)} timed cases" in text
+    assert f"below 3%: **{len(quiet)} of {len(timed)} timed cases" in text
+    steady = [c for c in timed if c.change is not None and c.change < 0.03]
+    assert f"(change between runs below 3%): **{len(steady)} of {len(timed)} timed cases" in text
     for case in found:
         assert f"`{case.name}`" in text
         if calibrate.advice(case, 1.1, 0.05):
