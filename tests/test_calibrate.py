@@ -316,6 +316,33 @@ def test_case_statistics_over_three_runs():
     assert failed.failed and not failed.complete and failed.change is None
 
 
+def test_a_case_wide_within_runs_but_steady_between_them_is_judged_by_its_medians():
+    """Slow spells of the host widen a run's quartiles while the run medians agree: the
+    report lists such a case apart, without the advice for noise, and a case whose medians
+    also moved stays among those not to trust."""
+    wide = _case([1.0, 1.01, 1.0], half_width=0.2, name="bench_x.Wide.time_run")
+    moved = _case([1.0, 1.04, 1.0], half_width=0.2, name="bench_x.Moved.time_run")
+    narrow = _case([1.0, 1.01, 1.0], half_width=0.02, name="bench_x.Narrow.time_run")
+    assert calibrate.wide_but_steady(wide, 1.1, 0.05)
+    assert calibrate.advice(wide, 1.1, 0.05) == ""
+    assert not calibrate.wide_but_steady(moved, 1.1, 0.05)
+    assert "within a run" in calibrate.advice(moved, 1.1, 0.05)
+    assert not calibrate.wide_but_steady(narrow, 1.1, 0.05)
+    assert calibrate.advice(narrow, 1.1, 0.05) == ""
+
+    found = [wide, moved, narrow]
+    text = calibrate.markdown(found, commit="c" * 40, commit_name="c", runs=3, machine=MACHINE,
+                              factor=1.1, margin=2.0, spread_limit=0.05, profile="quick",
+                              proposed=calibrate.thresholds(found, margin=2.0), loads=[])
+    noisy = text.split("## Too noisy to trust (1)")[1].split("## Wide")[0]
+    apart = text.split("## Wide within a run, steady between runs (1)")[1] \
+        .split("## Proposed")[0]
+    assert "`bench_x.Moved.time_run`" in noisy and "Wide" not in noisy
+    assert "| `bench_x.Wide.time_run` | 20.0% | 1.0% |" in apart
+    assert calibrate.WIDE_BUT_STEADY_ADVICE in apart
+    assert "Moved" not in apart and "Narrow" not in apart
+
+
 @pytest.mark.parametrize("change, expected", [
     (0.0, 0.05), (0.01, 0.05), (0.025, 0.05), (0.026, 0.1), (0.04, 0.1), (0.1, 0.2),
     (0.3, 0.6)])

@@ -502,8 +502,28 @@ def _value(value, unit):
     return results.human(value, unit)
 
 
+def wide_but_steady(case, factor, spread_limit):
+    """Whether a case's samples vary over ``spread_limit`` within a run while its run medians
+    agree within QUIET_SPREAD and asv compare flags no pair: the host's slow spells widen the
+    quartiles, and the median, which asv compare and ``ab`` read, rides them out."""
+    worst = case.worst_spread
+    return (worst is not None and worst > spread_limit and case.change is not None
+            and case.change < QUIET_SPREAD and not case.flagged_pairs(factor))
+
+
+WIDE_BUT_STEADY_ADVICE = (
+    "Their samples vary within a run, yet their run medians agree: slow spells of the machine "
+    "come and go within a run, and a run's median rides them out. Judge a change in them by "
+    "the ratio of medians (`asv compare`, or `ab`'s paired ratio for a small one), not by their "
+    "spread; a longer inner loop does not narrow a spread of this kind, since each sample "
+    "still falls inside or outside a spell.")
+
+
 def advice(case, factor, spread_limit):
-    """Why a case is not to be trusted, and what to do about it ('' when it is fine)."""
+    """Why a case is not to be trusted, and what to do about it ('' when it is fine, and for
+    a case wide within a run but steady between runs: see ``wide_but_steady``)."""
+    if wide_but_steady(case, factor, spread_limit):
+        return ""
     reasons = []
     pairs = case.flagged_pairs(factor)
     worst = case.worst_spread
@@ -552,6 +572,7 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
     changes = sorted((c for c in complete if c.change is not None), key=lambda c: c.change)
     noisy = [(c, advice(c, factor, spread_limit)) for c in complete]
     noisy = [(c, why) for c, why in noisy if why]
+    wide = [c for c in complete if wide_but_steady(c, factor, spread_limit)]
     show_env = len({c.key.env for c in found}) > 1
 
     def label(case):
@@ -623,7 +644,22 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
                   "runs (`--runs 3` or more) on a quieter machine before trusting a change "
                   "smaller than their proposed threshold."]
     else:
-        lines.append(f"None: no case varied over {spread_limit:.0%} or was flagged.")
+        lines.append(f"None: no case was flagged, or varied over {spread_limit:.0%} except "
+                     "within runs whose medians agree.")
+    lines += [
+        "",
+        f"## Wide within a run, steady between runs ({len(wide)})",
+        "",
+    ]
+    if wide:
+        lines += ["| benchmark | spread | change between runs |", "|---|---|---|"]
+        for c in sorted(wide, key=lambda c: -c.worst_spread):
+            lines.append(f"| {label(c)} | {md.percent(c.worst_spread)} | "
+                         f"{md.percent(c.change)} |")
+        lines += ["", WIDE_BUT_STEADY_ADVICE]
+    else:
+        lines.append(f"None: no case varied over {spread_limit:.0%} within a run while its run "
+                     f"medians agreed within {QUIET_SPREAD:.0%}.")
     lines += [
         "",
         "## Proposed `regressions_thresholds`",
