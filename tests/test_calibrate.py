@@ -323,6 +323,7 @@ def test_a_case_wide_within_runs_but_steady_between_them_is_judged_by_its_median
     wide = _case([1.0, 1.01, 1.0], half_width=0.2, name="bench_x.Wide.time_run")
     moved = _case([1.0, 1.04, 1.0], half_width=0.2, name="bench_x.Moved.time_run")
     narrow = _case([1.0, 1.01, 1.0], half_width=0.02, name="bench_x.Narrow.time_run")
+    assert wide.medians_agree and narrow.medians_agree and not moved.medians_agree
     assert calibrate.wide_but_steady(wide, 1.1, 0.05)
     assert calibrate.advice(wide, 1.1, 0.05) == ""
     assert not calibrate.wide_but_steady(moved, 1.1, 0.05)
@@ -340,6 +341,9 @@ def test_a_case_wide_within_runs_but_steady_between_them_is_judged_by_its_median
     assert "`bench_x.Moved.time_run`" in noisy and "Wide" not in noisy
     assert "| `bench_x.Wide.time_run` | 20.0% | 1.0% |" in apart
     assert calibrate.WIDE_BUT_STEADY_ADVICE in apart
+    assert "calibrate again at another hour" in apart
+    assert "* Run medians within 3% of each other (change between runs below 3%): " \
+        "**2 of 3 timed cases (67%)**" in text
     assert "Moved" not in apart and "Narrow" not in apart
 
 

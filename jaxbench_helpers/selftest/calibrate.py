@@ -152,6 +152,11 @@ class Case:
         return max(values) / min(values) - 1
 
     @property
+    def medians_agree(self):
+        """The run medians came out within QUIET_SPREAD of each other."""
+        return self.change is not None and self.change < QUIET_SPREAD
+
+    @property
     def ratios(self):
         """Each run's median / the first run's."""
         first = self.values[0]
@@ -507,8 +512,8 @@ def wide_but_steady(case, factor, spread_limit):
     agree within QUIET_SPREAD and asv compare flags no pair: the host's slow spells widen the
     quartiles, and the median, which asv compare and ``ab`` read, rides them out."""
     worst = case.worst_spread
-    return (worst is not None and worst > spread_limit and case.change is not None
-            and case.change < QUIET_SPREAD and not case.flagged_pairs(factor))
+    return (worst is not None and worst > spread_limit and case.medians_agree
+            and not case.flagged_pairs(factor))
 
 
 WIDE_BUT_STEADY_ADVICE = (
@@ -516,7 +521,8 @@ WIDE_BUT_STEADY_ADVICE = (
     "come and go within a run, and a run's median rides them out. Judge a change in them by "
     "the ratio of medians (`asv compare`, or `ab`'s paired ratio for a small one), not by their "
     "spread; a longer inner loop does not narrow a spread of this kind, since each sample "
-    "still falls inside or outside a spell.")
+    "still falls inside or outside a spell. They were steady in these runs only: the spells' "
+    "rate moves within hours, so calibrate again at another hour before relying on it.")
 
 
 def advice(case, factor, spread_limit):
@@ -578,7 +584,7 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
     def label(case):
         return f"`{md.cell(case.name)}`" + (f" [{md.cell(case.key.env)}]" if show_env else "")
 
-    steady = [c for c in timed if c.change is not None and c.change < QUIET_SPREAD]
+    steady = [c for c in timed if c.medians_agree]
 
     def share_of(subset):
         return (f"{len(subset)} of {len(timed)} timed cases "
