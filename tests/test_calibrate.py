@@ -347,6 +347,29 @@ def test_a_case_wide_within_runs_but_steady_between_them_is_judged_by_its_median
     assert "Moved" not in apart and "Narrow" not in apart
 
 
+def test_the_summary_reads_the_numpy_baselines_apart_as_the_hosts_own_noise():
+    """The NumPy baselines run no JAX: their count says what the host did in these runs,
+    beside the suite's; a calibration of baselines alone needs no second line."""
+    jax_case = _case([1.0, 1.0, 1.0], half_width=0.02, name="bench_x.W.time_run")
+    wide = _case([1.0, 1.01, 1.0], half_width=0.2, name="bench_x.W.time_numpy", params="(a)")
+    moved = _case([1.0, 1.2, 1.0], half_width=0.02, name="bench_x.W.time_numpy", params="(b)")
+    steady = _case([1.0, 1.0, 1.0], half_width=0.02, name="bench_x.V.time_numpy")
+
+    def summary(found):
+        text = calibrate.markdown(found, commit="c" * 40, commit_name="c", runs=3,
+                                  machine=MACHINE, factor=1.1, margin=2.0, spread_limit=0.05,
+                                  profile="quick", proposed=calibrate.thresholds(found, 2.0),
+                                  loads=[])
+        return text.split("## ")[0]
+
+    both = summary([jax_case, wide, moved, steady])
+    assert ("* The NumPy baselines (`time_numpy`, no JAX in them: what the host did to plain "
+            "compute in these runs): spread within a run below 3% for 2 of 3, run medians "
+            "within 3% for 2 of 3\n") in both
+    assert "**3 of 4 timed cases (75%)**" in both
+    assert "NumPy baselines" not in summary([wide, moved, steady])
+
+
 @pytest.mark.parametrize("change, expected", [
     (0.0, 0.05), (0.01, 0.05), (0.025, 0.05), (0.026, 0.1), (0.04, 0.1), (0.1, 0.2),
     (0.3, 0.6)])

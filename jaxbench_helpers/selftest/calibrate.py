@@ -47,6 +47,7 @@ from ..common import asvconfig, git, machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import asvconf, history, pythons
+from ..host.ab import CONTROL_PHASE
 from ..runtime import counts, profiles
 
 # asv publish's threshold where regressions_thresholds has no matching entry
@@ -620,6 +621,15 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         f"* False positives of `asv compare --factor {factor}` between runs of this one commit: "
         f"**{len(false_positives)}** of {len(complete)}",
     ]
+    baselines = [c for c in timed if c.key.benchmark.endswith("." + CONTROL_PHASE)]
+    if baselines and len(baselines) < len(timed):
+        # no JAX runs in them: their noise is the host's in these runs, not the library's
+        lines.append(
+            f"* The NumPy baselines (`{CONTROL_PHASE}`, no JAX in them: what the host did to "
+            f"plain compute in these runs): spread within a run below {QUIET_SPREAD:.0%} for "
+            f"{sum(c.worst_spread < QUIET_SPREAD for c in baselines)} of {len(baselines)}, "
+            f"run medians within {QUIET_SPREAD:.0%} for "
+            f"{sum(c.medians_agree for c in baselines)} of {len(baselines)}")
     layouts = layouts_line(found, environments)
     if layouts:
         lines.append(layouts)
