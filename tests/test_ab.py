@@ -55,6 +55,8 @@ def test_the_plant_is_flagged_and_the_controls_are_not(compared):
     rows = [line for line in text.splitlines() if line.startswith("| slower |")]
     assert any("JitTrivial.time_dispatch_100_calls('float32')" in r for r in rows), text
     assert not any("time_numpy" in r or "time_compile" in r for r in rows), text
+    # the baselines' own line agrees with the table: none of them flagged
+    assert "**NumPy baselines** (`time_numpy`" in text and "): 0 of " in text, text
     # the rounds alternated in ABBA order, a case needing more rounds got them
     assert "interleaved A/B" in text and "95% interval" in text
     assert "rounds, " in log

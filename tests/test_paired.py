@@ -244,3 +244,34 @@ def test_the_report_counts_the_rounds_of_the_values_judged_by_rounds():
     text = ab.markdown_report(ab.Comparison(side, side, cases, verdicts, None, 60.0),
                               factor=1.10, machine="m")
     assert "6-6 rounds per case (median 6)" in text
+
+
+def test_the_report_says_what_the_numpy_baselines_did_as_the_hosts_noise():
+    """The baselines run no JAX: a flag on one is the host's, and says how far a JAX case's
+    flag of the same size can be trusted in that comparison."""
+    cases = [_case("b.A.time_numpy", [1.0] * 8, [1.01] * 8),
+             _case("b.B.time_numpy", [1.0] * 8, [1.2] * 8),
+             _case("b.C.time_numpy", [1.0] * 8, [0.98] * 8),
+             _case("b.J.time_run", [1.0] * 8, [1.15] * 8)]
+    verdicts = ab.judge(cases, {}, 1.10, None)
+    assert [v.mark for v in verdicts] == [" ", "+", " ", "+"]
+    side = SimpleNamespace(name="main", commit="0" * 40, env=SimpleNamespace(name="env"))
+
+    def report(kept, numpy_same=True):
+        comparison = ab.Comparison(side, side, [cases[i] for i in kept],
+                                   [verdicts[i] for i in kept], None, 60.0,
+                                   numpy_same=numpy_same)
+        return ab.markdown_report(comparison, factor=1.10, machine="m")
+
+    def baselines(text):
+        return [x for x in text.splitlines() if x.startswith("**NumPy baselines**")]
+
+    (line,) = baselines(report([0, 1, 2, 3]))
+    assert "1 of 3 flagged at 1.1" in line
+    assert "paired ratios 0.980–1.200" in line  # the JAX case's 1.15 is not among them
+    assert "may be the host's" in line
+    (quiet,) = baselines(report([0, 2, 3]))
+    assert "0 of 2 flagged" in quiet and "may be the host's" not in quiet
+    # different NumPy versions: the baselines measure NumPy too, not the host alone
+    assert baselines(report([0, 1, 2, 3], numpy_same=False)) == []
+    assert baselines(report([3])) == []

@@ -469,6 +469,7 @@ class Comparison:
     seconds: float
     load: object = None
     settings: list = field(default_factory=list)  # NAME=VALUE given to both sides
+    numpy_same: bool = True  # both sides run one NumPy: the baselines measure the host alone
 
 
 def prepare(conf_path, work_dir, results_dir=None):
@@ -560,7 +561,8 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
         for side in sides:
             save_results(side, confs[side.label], repo, benchmarks, cases, machine,
                          confs[side.label].results_dir)
-    return Comparison(sides[0], sides[1], cases, verdicts, shared, time.time() - started)
+    return Comparison(sides[0], sides[1], cases, verdicts, shared, time.time() - started,
+                      numpy_same=numpy_same)
 
 
 def markdown_report(comparison, *, factor, machine):
@@ -579,10 +581,34 @@ def markdown_report(comparison, *, factor, machine):
         how += f"; both sides with {', '.join(comparison.settings)}"
     if comparison.load is not None:
         how += f"; the machine: {comparison.load.summary()}"
-    return report.compare_markdown(changes, base_name=comparison.base.name,
+    text = report.compare_markdown(changes, base_name=comparison.base.name,
                                    head_name=comparison.head.name, base=comparison.base.commit,
                                    head=comparison.head.commit, machine=machine, factor=factor,
                                    use_stats=True, how=how)
+    baselines = baselines_line(comparison, factor)
+    return text + (f"\n{baselines}\n" if baselines else "")
+
+
+def baselines_line(comparison, factor):
+    """What the NumPy baselines, which no JAX commit moves, did in this comparison: their
+    flags are the host's, and a JAX case's flag no larger than theirs may be the host's too.
+    None without baselines, or when the sides run different NumPy versions."""
+    judged = [v for v in comparison.verdicts if v.estimate is not None
+              and v.case.timing and v.case.name.endswith("." + CONTROL_PHASE)]
+    if not judged or not comparison.numpy_same:
+        return None
+    flagged = [v for v in judged if v.mark in "+-"]
+    unresolved = sum(v.mark == "?" for v in judged)
+    ratios = [v.estimate.ratio for v in judged]
+    line = (f"**NumPy baselines** (`{CONTROL_PHASE}`, no JAX in them: the host's own noise in "
+            f"this comparison): {len(flagged)} of {len(judged)} flagged at {factor}"
+            + (f", {unresolved} unresolved" if unresolved else "")
+            + f"; their paired ratios {min(ratios):.3f}–{max(ratios):.3f}.")
+    if flagged:
+        line += (" The host moved plain compute beyond the factor in this comparison: a JAX "
+                 "case flagged by no more than the baselines' largest may be the host's; "
+                 "compare again at a quieter hour.")
+    return line
 
 
 def exit_code(comparison):
