@@ -62,6 +62,11 @@ WARM_REPEAT = (5, 10, 1.0)
 CONTROL_PHASE = "time_numpy"
 
 
+def is_baseline(name):
+    """Whether benchmark ``name`` is a NumPy baseline: code no JAX commit touches."""
+    return name.endswith("." + CONTROL_PHASE)
+
+
 class ABError(RuntimeError):
     pass
 
@@ -333,7 +338,7 @@ def drift(cases, numpy_same):
     sides run different NumPy versions (then the baselines measure NumPy too)."""
     if not numpy_same:
         return None
-    controls = [c for c in cases if c.timing and c.name.endswith("." + CONTROL_PHASE)
+    controls = [c for c in cases if c.timing and is_baseline(c.name)
                 and len(c.log_ratios()) >= paired.fewest_rounds()]
     if len(controls) < 3:
         return None
@@ -354,7 +359,7 @@ def judge(cases, units, factor, shared_drift, thresholds=None):
         elif case.paired:
             v.estimate = paired.hodges_lehmann(case.log_ratios())
             if (case.timing and shared_drift
-                    and not case.name.endswith("." + CONTROL_PHASE)):
+                    and not is_baseline(case.name)):
                 v.estimate = v.estimate.scaled(shared_drift)
             # after the last round an interval still wider than the threshold decides
             # nothing: reported as unresolved, never as a change
@@ -594,7 +599,7 @@ def baselines_line(comparison, factor):
     flags are the host's, and a JAX case's flag no larger than theirs may be the host's too.
     None without baselines, or when the sides run different NumPy versions."""
     judged = [v for v in comparison.verdicts if v.estimate is not None
-              and v.case.timing and v.case.name.endswith("." + CONTROL_PHASE)]
+              and v.case.timing and is_baseline(v.case.name)]
     if not judged or not comparison.numpy_same:
         return None
     flagged = [v for v in judged if v.mark in "+-"]

@@ -47,7 +47,7 @@ from ..common import asvconfig, git, machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import asvconf, history, pythons
-from ..host.ab import CONTROL_PHASE
+from ..host.ab import CONTROL_PHASE, is_baseline
 from ..runtime import counts, profiles
 
 # asv publish's threshold where regressions_thresholds has no matching entry
@@ -621,7 +621,7 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         f"* False positives of `asv compare --factor {factor}` between runs of this one commit: "
         f"**{len(false_positives)}** of {len(complete)}",
     ]
-    baselines = [c for c in timed if c.key.benchmark.endswith("." + CONTROL_PHASE)]
+    baselines = [c for c in timed if is_baseline(c.key.benchmark)]
     if baselines and len(baselines) < len(timed):
         # no JAX runs in them: their noise is the host's in these runs, not the library's
         lines.append(
