@@ -307,6 +307,7 @@ def test_case_statistics_over_three_runs():
     case = _case([1.0, 1.25, 1.0])
     assert case.spreads == [pytest.approx(0.01)] * 3
     assert case.worst_spread == pytest.approx(0.01)
+    assert case.spread_quiet and not _case([1.0, 1.0, 1.0], half_width=0.2).spread_quiet
     assert case.change == pytest.approx(0.25)
     assert case.ratios == [pytest.approx(1.25), pytest.approx(1.0)]
     assert case.flagged_pairs(1.1) == [(1, 2), (2, 3)]
@@ -314,6 +315,8 @@ def test_case_statistics_over_three_runs():
     assert "--factor 1.25" in calibrate.advice(case, 1.1, 0.05)
     failed = calibrate.Case(case.key, "seconds", [_m(1.0, 0.01), results.Measurement(None)])
     assert failed.failed and not failed.complete and failed.change is None
+    unspread = calibrate.Case(case.key, "seconds", [results.Measurement(1.0)] * 3)
+    assert unspread.worst_spread is None and not unspread.spread_quiet
 
 
 def test_a_case_wide_within_runs_but_steady_between_them_is_judged_by_its_medians():

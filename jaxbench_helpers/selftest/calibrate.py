@@ -143,6 +143,12 @@ class Case:
         return max(found) if found else None
 
     @property
+    def spread_quiet(self):
+        """The worst spread (interquartile range / median) of the runs with quartiles is below
+        QUIET_SPREAD; False when no run has them."""
+        return self.worst_spread is not None and self.worst_spread < QUIET_SPREAD
+
+    @property
     def change(self):
         """Largest / smallest run median - 1: how far apart the runs came out."""
         if not self.complete:
@@ -574,7 +580,7 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
     failed = [c for c in found if c.failed]
     skipped = [c for c in found if not c.complete and not c.failed]
     timed = [c for c in complete if c.worst_spread is not None]
-    quiet = [c for c in timed if c.worst_spread < QUIET_SPREAD]
+    quiet = [c for c in timed if c.spread_quiet]
     false_positives = [c for c in complete if c.flagged_pairs(factor)]
     changes = sorted((c for c in complete if c.change is not None), key=lambda c: c.change)
     noisy = [(c, advice(c, factor, spread_limit)) for c in complete]
@@ -627,7 +633,7 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         lines.append(
             f"* The NumPy baselines (`{CONTROL_PHASE}`, no JAX in them: what the host did to "
             f"plain compute in these runs): spread within a run below {QUIET_SPREAD:.0%} for "
-            f"{sum(c.worst_spread < QUIET_SPREAD for c in baselines)} of {len(baselines)}, "
+            f"{sum(c.spread_quiet for c in baselines)} of {len(baselines)}, "
             f"run medians within {QUIET_SPREAD:.0%} for "
             f"{sum(c.medians_agree for c in baselines)} of {len(baselines)}")
     layouts = layouts_line(found, environments)
