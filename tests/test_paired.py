@@ -272,6 +272,13 @@ def test_the_report_says_what_the_numpy_baselines_did_as_the_hosts_noise():
     assert "may be the host's" in line
     (quiet,) = baselines(report([0, 2, 3]))
     assert "0 of 2 flagged" in quiet and "may be the host's" not in quiet
+    assert "divided by the drift" not in line
+    # with a drift divided out of the JAX cases, the baselines' ratios are still as measured
+    drifted = ab.judge(cases, {}, 1.10, 1.05)
+    assert drifted[3].estimate.ratio == pytest.approx(1.15 / 1.05)
+    (raw,) = baselines(ab.markdown_report(ab.Comparison(side, side, cases, drifted, 1.05, 60.0),
+                                          factor=1.10, machine="m"))
+    assert "paired ratios 0.980–1.200 as measured, not divided by the drift" in raw
     # different NumPy versions: the baselines measure NumPy too, not the host alone
     assert baselines(report([0, 1, 2, 3], numpy_same=False)) == []
     assert baselines(report([3])) == []

@@ -608,7 +608,10 @@ def baselines_line(comparison, factor):
     line = (f"**NumPy baselines** (`{CONTROL_PHASE}`, no JAX in them: the host's own noise in "
             f"this comparison): {len(flagged)} of {len(judged)} flagged at {factor}"
             + (f", {unresolved} unresolved" if unresolved else "")
-            + f"; their paired ratios {min(ratios):.3f}–{max(ratios):.3f}.")
+            + f"; their paired ratios {min(ratios):.3f}–{max(ratios):.3f}"
+            # the drift is their pooled ratio: dividing them by it would hide what it measured
+            + (" as measured, not divided by the drift (it is theirs)." if comparison.drift
+               else "."))
     if flagged:
         line += (" The host moved plain compute beyond the factor in this comparison: a JAX "
                  "case flagged by no more than the baselines' largest may be the host's; "
