@@ -510,3 +510,56 @@ def test_a_verified_value_without_an_interval_says_it_was_steady(tmp_path):
         "verdict": "confirmed", "ratio": 70.0, "values": [1e7, 7e8], "history_ratio": 70.0}})
     rows = report._steps_table([step], 2, False, report.load_verified(str(tmp_path), "m"))
     assert rows[2].rstrip(" |").rsplit("| ", 1)[-1] == "confirmed: A/B 70.00× (steady values)"
+
+
+def _two_results(tmp_path, numpy_versions):
+    """Two commits' results: a NumPy baseline 1.3× slower at HEAD, a JAX case unchanged, and
+    each commit's recorded NumPy version (None: not recorded)."""
+    repo = str(tmp_path / "repo")
+    _init(repo)
+    commits = [_commit(repo, "base"), _commit(repo, "head")]
+    folder = tmp_path / "results" / "synthetic"
+    folder.mkdir(parents=True)
+    (folder / "machine.json").write_text(json.dumps({"machine": "synthetic", "version": 1}))
+    units = {"bench_x.W.time_numpy": "seconds", "bench_x.W.time_run": "seconds",
+             "bench_y.V.time_numpy": "seconds",
+             "bench_environment.Versions.track_numpy_version": "version"}
+    for commit, numpy_version, slow in zip(commits, numpy_versions, (1.0, 1.3)):
+        values = {"bench_x.W.time_numpy": slow, "bench_x.W.time_run": 2.0,
+                  "bench_y.V.time_numpy": 3.0}
+        if numpy_version is not None:
+            values["bench_environment.Versions.track_numpy_version"] = numpy_version
+        rows = {name: [[v], [], "1", 0, 1.0, [v * 0.99], [v * 1.01], [v * 0.995], [v * 1.005],
+                       [1], [10]] for name, v in values.items()}
+        data = {"commit_hash": commit, "env_name": ENV, "date": 1000,
+                "params": {"machine": "synthetic", "python": "3.11"}, "python": "3.11",
+                "requirements": {}, "env_vars": {}, "result_columns": COLUMNS,
+                "results": rows, "durations": {}, "version": 2}
+        (folder / f"{commit[:8]}-{ENV}.json").write_text(json.dumps(data))
+    (tmp_path / "results" / "benchmarks.json").write_text(json.dumps(
+        {name: {"unit": unit, "name": name} for name, unit in units.items()}))
+    return repo, commits
+
+
+@pytest.mark.parametrize("numpy_versions, said", [((20406.0, 20406.0), True),
+                                                  ((20406.0, 20500.0), False),
+                                                  ((None, None), False)])
+def test_compare_says_what_the_numpy_baselines_did_when_both_ran_one_numpy(
+        tmp_path, numpy_versions, said):
+    """A baseline runs no JAX: flagged between two commits of one NumPy, it is the host's
+    noise, and the comment says so; with another NumPy (or none recorded) it may be NumPy's."""
+    repo, commits = _two_results(tmp_path, numpy_versions)
+    out = tmp_path / "comment.md"
+    rc = report.main(["compare", *commits, "--results-dir", str(tmp_path / "results"),
+                      "--repo", repo, "--factor", "1.1", "-o", str(out)])
+    text = out.read_text()
+    assert rc == 1, text  # the baseline's 1.3 is still a change beyond the factor
+    assert report.same_numpy(str(tmp_path / "results"), "synthetic", *commits) is said
+    lines = [x for x in text.splitlines() if x.startswith("**NumPy baselines**")]
+    if not said:
+        assert lines == [], text
+        return
+    (line,) = lines
+    assert "1 of 2 flagged at 1.1" in line
+    assert "ratios of medians (HEAD / BASE) 1.000–1.300." in line
+    assert "may be the host's" in line and "divided by the drift" not in line

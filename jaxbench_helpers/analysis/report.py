@@ -500,6 +500,48 @@ def compare_markdown(changes, *, base_name, head_name, base, head, machine, fact
     return "\n".join(lines) + "\n"
 
 
+def baselines_line(changes, factor, *, numpy_same, drift=None):
+    """What the NumPy baselines, which no JAX commit moves, did in this comparison: their
+    flags are the host's, and a JAX case's flag no larger than theirs may be the host's too.
+    None without baselines, or unless both sides ran one NumPy (``numpy_same``). ``drift``:
+    the ratio an A/B divided out of the JAX cases, which is the baselines' own."""
+    judged = [c for c in changes if results.is_baseline(c.key.benchmark)
+              and c.unit == "seconds" and c.ratio is not None]
+    if not judged or not numpy_same:
+        return None
+    flagged = [c for c in judged if c.mark in "+-"]
+    unresolved = sum(c.mark == "?" for c in judged)
+    ratios = [c.ratio for c in judged]
+    kind = ("paired ratios" if all(c.interval for c in judged)
+            else "ratios of medians (HEAD / BASE)")
+    line = (f"**NumPy baselines** (`{results.CONTROL_PHASE}`, no JAX in them: the host's own "
+            f"noise in this comparison): {len(flagged)} of {len(judged)} flagged at {factor}"
+            + (f", {unresolved} unresolved" if unresolved else "")
+            + f"; their {kind} {min(ratios):.3f}–{max(ratios):.3f}"
+            # the drift is their pooled ratio: dividing them by it would hide what it measured
+            + (" as measured, not divided by the drift (it is theirs)." if drift else "."))
+    if flagged:
+        line += (" The host moved plain compute beyond the factor in this comparison: a JAX "
+                 "case flagged by no more than the baselines' largest may be the host's; "
+                 "compare again at a quieter hour.")
+    return line
+
+
+def same_numpy(results_dir, machine, base, head):
+    """Whether both commits' results record one NumPy version (``track_numpy_version``) in
+    every environment; False when either has none, since then the baselines may measure a
+    NumPy change rather than the host."""
+    found = results.load_measurements(results_dir, machine, [base, head])
+
+    def versions(commit):
+        return {key.env: m.value for key, m in found.get(commit, {}).items()
+                if key.benchmark.endswith(".track_numpy_version")
+                and not results.missing(m.value)}
+
+    recorded = versions(base)
+    return bool(recorded) and recorded == versions(head)
+
+
 def _change_size(change):
     """How far a change went, either way: |log ratio|."""
     ratio = change.ratio
@@ -584,9 +626,12 @@ def compare_main(argv):
             hashes.append(full)
     changes = compare(results_dir, machine, *hashes, factor=args.factor,
                       use_stats=args.use_stats, thresholds=thresholds)
-    markdown.write(compare_markdown(changes, base_name=args.base, head_name=args.head,
-                                    base=hashes[0], head=hashes[1], machine=machine,
-                                    factor=args.factor, use_stats=args.use_stats), args.output)
+    text = compare_markdown(changes, base_name=args.base, head_name=args.head, base=hashes[0],
+                            head=hashes[1], machine=machine, factor=args.factor,
+                            use_stats=args.use_stats)
+    baselines = baselines_line(changes, args.factor,
+                               numpy_same=same_numpy(results_dir, machine, *hashes))
+    markdown.write(text + (f"\n{baselines}\n" if baselines else ""), args.output)
     return compare_exit_code(changes)
 
 

@@ -18,6 +18,8 @@ UPSTREAM_LINE = "Upstream commit:"
 # them by design (versions; whether device_put aliases host memory)
 SKIPPED_UNITS = ("version", "aliasing")
 SKIPPED_MODULES = ("bench_environment",)
+# the NumPy baselines: a phase of plain NumPy beside a workload's JAX phases
+CONTROL_PHASE = "time_numpy"
 
 
 class ResultsError(ValueError):
@@ -230,6 +232,11 @@ def load_measurements(results_dir, machine, commits=None):
             continue
         found.setdefault(result.commit_hash, {}).update(_unrolled(result))
     return found
+
+
+def is_baseline(name):
+    """Whether benchmark ``name`` is a NumPy baseline: code no JAX commit touches."""
+    return name.endswith("." + CONTROL_PHASE)
 
 
 def missing(value):

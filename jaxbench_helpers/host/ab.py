@@ -50,6 +50,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..analysis import paired, report, results
+from ..analysis.results import is_baseline
 from ..common import asvconfig, machine, markdown, quiet
 from ..common.machine import ensure_described, machine_name
 from . import pythons
@@ -59,13 +60,6 @@ MAX_ROUNDS = 16
 # samples per process of a warm phase: many short processes beat few long ones here, because
 # the process, not the sample, is what the machine moves
 WARM_REPEAT = (5, 10, 1.0)
-CONTROL_PHASE = "time_numpy"
-
-
-def is_baseline(name):
-    """Whether benchmark ``name`` is a NumPy baseline: code no JAX commit touches."""
-    return name.endswith("." + CONTROL_PHASE)
-
 
 class ABError(RuntimeError):
     pass
@@ -590,33 +584,9 @@ def markdown_report(comparison, *, factor, machine):
                                    head_name=comparison.head.name, base=comparison.base.commit,
                                    head=comparison.head.commit, machine=machine, factor=factor,
                                    use_stats=True, how=how)
-    baselines = baselines_line(comparison, factor)
+    baselines = report.baselines_line(changes, factor, numpy_same=comparison.numpy_same,
+                                      drift=comparison.drift)
     return text + (f"\n{baselines}\n" if baselines else "")
-
-
-def baselines_line(comparison, factor):
-    """What the NumPy baselines, which no JAX commit moves, did in this comparison: their
-    flags are the host's, and a JAX case's flag no larger than theirs may be the host's too.
-    None without baselines, or when the sides run different NumPy versions."""
-    judged = [v for v in comparison.verdicts if v.estimate is not None
-              and v.case.timing and is_baseline(v.case.name)]
-    if not judged or not comparison.numpy_same:
-        return None
-    flagged = [v for v in judged if v.mark in "+-"]
-    unresolved = sum(v.mark == "?" for v in judged)
-    ratios = [v.estimate.ratio for v in judged]
-    line = (f"**NumPy baselines** (`{CONTROL_PHASE}`, no JAX in them: the host's own noise in "
-            f"this comparison): {len(flagged)} of {len(judged)} flagged at {factor}"
-            + (f", {unresolved} unresolved" if unresolved else "")
-            + f"; their paired ratios {min(ratios):.3f}–{max(ratios):.3f}"
-            # the drift is their pooled ratio: dividing them by it would hide what it measured
-            + (" as measured, not divided by the drift (it is theirs)." if comparison.drift
-               else "."))
-    if flagged:
-        line += (" The host moved plain compute beyond the factor in this comparison: a JAX "
-                 "case flagged by no more than the baselines' largest may be the host's; "
-                 "compare again at a quieter hour.")
-    return line
 
 
 def exit_code(comparison):

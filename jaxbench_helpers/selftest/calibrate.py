@@ -43,11 +43,11 @@ import tempfile
 from dataclasses import dataclass
 
 from ..analysis import results
+from ..analysis.results import CONTROL_PHASE, is_baseline
 from ..common import asvconfig, git, machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import asvconf, history, pythons
-from ..host.ab import CONTROL_PHASE, is_baseline
 from ..runtime import counts, profiles
 
 # asv publish's threshold where regressions_thresholds has no matching entry
