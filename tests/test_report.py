@@ -513,8 +513,9 @@ def test_a_verified_value_without_an_interval_says_it_was_steady(tmp_path):
 
 
 def _two_results(tmp_path, numpy_versions):
-    """Two commits' results: a NumPy baseline 1.3× slower at HEAD, a JAX case unchanged, and
-    each commit's recorded NumPy version (None: not recorded)."""
+    """Two commits' results: a NumPy baseline 1.3× slower at HEAD, another unchanged, one
+    whose code changed (its benchmark version), a JAX case unchanged, and each commit's
+    recorded NumPy version (None: not recorded)."""
     repo = str(tmp_path / "repo")
     _init(repo)
     commits = [_commit(repo, "base"), _commit(repo, "head")]
@@ -522,15 +523,17 @@ def _two_results(tmp_path, numpy_versions):
     folder.mkdir(parents=True)
     (folder / "machine.json").write_text(json.dumps({"machine": "synthetic", "version": 1}))
     units = {"bench_x.W.time_numpy": "seconds", "bench_x.W.time_run": "seconds",
-             "bench_y.V.time_numpy": "seconds",
+             "bench_y.V.time_numpy": "seconds", "bench_z.U.time_numpy": "seconds",
              "bench_environment.Versions.track_numpy_version": "version"}
-    for commit, numpy_version, slow in zip(commits, numpy_versions, (1.0, 1.3)):
+    for commit, numpy_version, slow, version in zip(commits, numpy_versions, (1.0, 1.3),
+                                                     ("1", "2")):
         values = {"bench_x.W.time_numpy": slow, "bench_x.W.time_run": 2.0,
-                  "bench_y.V.time_numpy": 3.0}
+                  "bench_y.V.time_numpy": 3.0, "bench_z.U.time_numpy": 2 * slow}
         if numpy_version is not None:
             values["bench_environment.Versions.track_numpy_version"] = numpy_version
-        rows = {name: [[v], [], "1", 0, 1.0, [v * 0.99], [v * 1.01], [v * 0.995], [v * 1.005],
-                       [1], [10]] for name, v in values.items()}
+        rows = {name: [[v], [], version if name.startswith("bench_z") else "1", 0, 1.0,
+                       [v * 0.99], [v * 1.01], [v * 0.995], [v * 1.005], [1], [10]]
+                for name, v in values.items()}
         data = {"commit_hash": commit, "env_name": ENV, "date": 1000,
                 "params": {"machine": "synthetic", "python": "3.11"}, "python": "3.11",
                 "requirements": {}, "env_vars": {}, "result_columns": COLUMNS,
@@ -560,6 +563,6 @@ def test_compare_says_what_the_numpy_baselines_did_when_both_ran_one_numpy(
         assert lines == [], text
         return
     (line,) = lines
-    assert "1 of 2 flagged at 1.1" in line
+    assert "1 of 2 flagged at 1.1" in line  # bench_z's code changed: not comparable, left out
     assert "ratios of medians (HEAD / BASE) 1.000–1.300." in line
     assert "may be the host's" in line and "divided by the drift" not in line

@@ -505,8 +505,9 @@ def baselines_line(changes, factor, *, numpy_same, drift=None):
     flags are the host's, and a JAX case's flag no larger than theirs may be the host's too.
     None without baselines, or unless both sides ran one NumPy (``numpy_same``). ``drift``:
     the ratio an A/B divided out of the JAX cases, which is the baselines' own."""
+    # 'x': the baseline's own code changed between the commits, so not the host's alone
     judged = [c for c in changes if results.is_baseline(c.key.benchmark)
-              and c.unit == "seconds" and c.ratio is not None]
+              and c.unit == "seconds" and c.ratio is not None and c.mark != "x"]
     if not judged or not numpy_same:
         return None
     flagged = [c for c in judged if c.mark in "+-"]
