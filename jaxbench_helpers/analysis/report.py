@@ -382,14 +382,16 @@ class Change:
 
 
 def compare(results_dir, machine, base, head, factor=1.1, use_stats=True, units=None,
-            thresholds=None):
+            thresholds=None, found=None):
     """[Change] for every benchmark and parameter combination in either commit's results,
     classified as asv compare and asv continuous do; instruction counts at
-    ``results.count_factor`` (``thresholds``: the config's regressions_thresholds)."""
+    ``results.count_factor`` (``thresholds``: the config's regressions_thresholds).
+    ``found``: the two commits' measurements, when the caller has read them already."""
     from asv.commands.compare import _is_result_better
 
     units = units if units is not None else results.load_units(results_dir)
-    found = results.load_measurements(results_dir, machine, [base, head])
+    if found is None:
+        found = results.load_measurements(results_dir, machine, [base, head])
     for name, commit in (("BASE", base), ("HEAD", head)):
         if commit not in found:
             raise ReportError(f"no results for {name} {commit[:12]} on machine {machine!r} in "
@@ -528,12 +530,11 @@ def baselines_line(changes, factor, *, numpy_same, drift=None):
     return line
 
 
-def same_numpy(results_dir, machine, base, head):
-    """Whether both commits' results record one NumPy version (``track_numpy_version``) in
-    every environment; False when either has none, since then the baselines may measure a
-    NumPy change rather than the host."""
-    found = results.load_measurements(results_dir, machine, [base, head])
-
+def same_numpy(found, base, head):
+    """Whether both commits' measurements (``found``, as ``results.load_measurements`` gives
+    them) record one NumPy version (``track_numpy_version``) in every environment; False when
+    either has none, since then the baselines may measure a NumPy change rather than the
+    host."""
     def versions(commit):
         return {key.env: m.value for key, m in found.get(commit, {}).items()
                 if key.benchmark.endswith(".track_numpy_version")
@@ -625,13 +626,15 @@ def compare_main(argv):
                 raise ReportError(f"{name!r} matches no results in {results_dir}; pass a hash, "
                                   "or --repo with a local clone to resolve names")
             hashes.append(full)
+    # every result file of the machine is read to find the two commits': read them once
+    found = results.load_measurements(results_dir, machine, hashes)
     changes = compare(results_dir, machine, *hashes, factor=args.factor,
-                      use_stats=args.use_stats, thresholds=thresholds)
+                      use_stats=args.use_stats, thresholds=thresholds, found=found)
     text = compare_markdown(changes, base_name=args.base, head_name=args.head, base=hashes[0],
                             head=hashes[1], machine=machine, factor=args.factor,
                             use_stats=args.use_stats)
     baselines = baselines_line(changes, args.factor,
-                               numpy_same=same_numpy(results_dir, machine, *hashes))
+                               numpy_same=same_numpy(found, *hashes))
     markdown.write(text + (f"\n{baselines}\n" if baselines else ""), args.output)
     return compare_exit_code(changes)
 

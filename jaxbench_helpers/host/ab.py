@@ -50,7 +50,6 @@ import time
 from dataclasses import dataclass, field
 
 from ..analysis import paired, report, results
-from ..analysis.results import is_baseline
 from ..common import asvconfig, machine, markdown, quiet
 from ..common.machine import ensure_described, machine_name
 from . import pythons
@@ -332,7 +331,7 @@ def drift(cases, numpy_same):
     sides run different NumPy versions (then the baselines measure NumPy too)."""
     if not numpy_same:
         return None
-    controls = [c for c in cases if c.timing and is_baseline(c.name)
+    controls = [c for c in cases if c.timing and results.is_baseline(c.name)
                 and len(c.log_ratios()) >= paired.fewest_rounds()]
     if len(controls) < 3:
         return None
@@ -353,7 +352,7 @@ def judge(cases, units, factor, shared_drift, thresholds=None):
         elif case.paired:
             v.estimate = paired.hodges_lehmann(case.log_ratios())
             if (case.timing and shared_drift
-                    and not is_baseline(case.name)):
+                    and not results.is_baseline(case.name)):
                 v.estimate = v.estimate.scaled(shared_drift)
             # after the last round an interval still wider than the threshold decides
             # nothing: reported as unresolved, never as a change

@@ -43,7 +43,6 @@ import tempfile
 from dataclasses import dataclass
 
 from ..analysis import results
-from ..analysis.results import CONTROL_PHASE, is_baseline
 from ..common import asvconfig, git, machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
@@ -627,12 +626,13 @@ def markdown(found, *, commit, commit_name, runs, machine, factor, margin, sprea
         f"* False positives of `asv compare --factor {factor}` between runs of this one commit: "
         f"**{len(false_positives)}** of {len(complete)}",
     ]
-    baselines = [c for c in timed if is_baseline(c.key.benchmark)]
+    baselines = [c for c in timed if results.is_baseline(c.key.benchmark)]
     if baselines and len(baselines) < len(timed):
         # no JAX runs in them: their noise is the host's in these runs, not the library's
         lines.append(
-            f"* The NumPy baselines (`{CONTROL_PHASE}`, no JAX in them: what the host did to "
-            f"plain compute in these runs): spread within a run below {QUIET_SPREAD:.0%} for "
+            f"* The NumPy baselines (`{results.CONTROL_PHASE}`, no JAX in them: what the host "
+            f"did to plain compute in these runs): spread within a run below "
+            f"{QUIET_SPREAD:.0%} for "
             f"{sum(c.spread_quiet for c in baselines)} of {len(baselines)}, "
             f"run medians within {QUIET_SPREAD:.0%} for "
             f"{sum(c.medians_agree for c in baselines)} of {len(baselines)}")
