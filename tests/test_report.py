@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -156,15 +157,26 @@ def test_history_report_on_the_committed_results(released, capsys):
     # ratio beyond the factor that asv's test finds different
     expected = {key: b / a for key, (a, b, *rest) in pairs.items()
                 if (b / a > 1.1 or a / b > 1.1) and _asv_different(*rest)}
+    baselines = {key: b / a for key, (a, b, *_) in pairs.items()
+                 if results.is_baseline(key[0])}
+    assert baselines, "the committed results should hold the NumPy baselines"
     found = {}
     for heading, worse in (("Regressions", True), ("Improvements", False)):
         rows = _table(text, heading)
         sizes = [abs(math.log(float(row[7]))) for row in rows]
         assert sizes == sorted(sizes, reverse=True), heading
         for row in rows:
-            _, workload, params, phase, releases_cell, _, _, ratio, change, upstream = row
+            _, workload, params, phase, releases_cell, _, _, ratio, change, upstream, host = row
             name = f"{workload.strip('`')}.{phase.strip('`')}"
-            found[(name, params.replace("\\", "").replace("—", ""))] = float(ratio)
+            key = (name, params.replace("\\", "").replace("—", ""))
+            found[key] = float(ratio)
+            # both releases ran one NumPy: a timing's cell is the other baselines' ratios
+            others = [r for k, r in baselines.items() if k != key]
+            if not name.split(".")[-1].startswith("track_"):
+                assert host.startswith(f"{statistics.median(others):.2f} ({min(others):.2f}–"
+                                       f"{max(others):.2f}, {len(others)})"), row
+            else:
+                assert host == "—", row
             assert WORDS[change.split()[-1]] == (float(ratio) > 1, worse), row
             # the newest release has no release after it to confirm the step
             assert releases_cell == f"jax-v{old} → jax-v{new} †"
@@ -302,9 +314,9 @@ SERIES = {
 }
 
 
-def _result_file(commit, index):
+def _result_file(commit, index, series=SERIES):
     results = {}
-    for name, (_, params, values, width, versions) in SERIES.items():
+    for name, (_, params, values, width, versions) in series.items():
         row = values[index]
         ok = [v if v is not None and v == v else None for v in row]
         lo = [v * (1 - width) if v is not None else None for v in ok]
@@ -318,25 +330,33 @@ def _result_file(commit, index):
             "results": results, "durations": {}, "version": 2}
 
 
+def _releases(repo, n=7):
+    _init(repo)
+    return [_commit(repo, f"jax 0.1.{i}\n\nUpstream commit: {i:040x}", tag=f"jax-v0.1.{i}")
+            for i in range(n)]
+
+
+def _write_results(tmp, commits, series):
+    folder = tmp / "results" / "synthetic"
+    folder.mkdir(parents=True)
+    (folder / "machine.json").write_text(json.dumps({"machine": "synthetic", "version": 1}))
+    for i, commit in enumerate(commits):
+        data = _result_file(commit, min(i, 6), series)
+        (folder / f"{commit[:8]}-{ENV}.json").write_text(json.dumps(data))
+    units = {name: {"unit": unit, "name": name} for name, (unit, *_) in series.items()}
+    (tmp / "results" / "benchmarks.json").write_text(json.dumps(units))
+
+
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
     """Seven releases on main and one commit on a side branch, each with a results file."""
     tmp = tmp_path_factory.mktemp("steps")
     repo = str(tmp / "repo")
-    _init(repo)
-    commits = [_commit(repo, f"jax 0.1.{i}\n\nUpstream commit: {i:040x}", tag=f"jax-v0.1.{i}")
-               for i in range(7)]
+    commits = _releases(repo)
     subprocess.run(["git", "-C", repo, "checkout", "-q", "-b", "side", commits[2]], check=True)
     side = _commit(repo, "an experiment off main")
     subprocess.run(["git", "-C", repo, "checkout", "-q", "main"], check=True)
-    folder = tmp / "results" / "synthetic"
-    folder.mkdir(parents=True)
-    (folder / "machine.json").write_text(json.dumps({"machine": "synthetic", "version": 1}))
-    for i, commit in enumerate(commits + [side]):
-        data = _result_file(commit, min(i, 6))
-        (folder / f"{commit[:8]}-{ENV}.json").write_text(json.dumps(data))
-    units = {name: {"unit": unit, "name": name} for name, (unit, *_) in SERIES.items()}
-    (tmp / "results" / "benchmarks.json").write_text(json.dumps(units))
+    _write_results(tmp, commits + [side], SERIES)
     return tmp, repo, commits
 
 
@@ -398,11 +418,53 @@ def test_step_report_markdown_on_built_results(synthetic):
                                          "≥2.00× faster"]]
     assert "* `bench_x.W.time_to_device`" in text
     assert "1 measured commits not on the branch ignored" in text
+    # no NumPy baselines measured: no column for them
+    assert "NumPy baselines there" not in text and len(worse[0]) == 10
     summary = text.split("## By phase", 1)[1]
     assert summary.index("`time_run`") < summary.index("`time_dispatch_100_calls`")
     short = markdown(top=1)
     assert "## Regressions (4 found, top 1)" in short
     assert len(_table(short, "Regressions")) == 1
+
+
+# the NumPy baselines step 1.2x at commit 3 (two of three); NumPy's version changes at commit 5
+BASELINE_SERIES = {
+    "bench_x.W.time_numpy": ("seconds", [], [[1e-3]] * 3 + [[1.2e-3]] * 4, 0.01, None),
+    "bench_z.U.time_numpy": ("seconds", [], [[3e-3]] * 3 + [[3.6e-3]] * 4, 0.01, None),
+    "bench_y.V.time_numpy": ("seconds", [], [[2e-3]] * 7, 0.01, None),
+    "bench_environment.Versions.track_numpy_version": ("version", [],
+                                                       [[12604]] * 5 + [[20505]] * 2, 0, None),
+    # threefold at commit 3: beyond what the baselines did
+    "bench_x.W.time_run": ("seconds", [], [[1e-3]] * 3 + [[3e-3]] * 4, 0.01, None),
+    # 1.15x at commit 3: no further than the baselines' median went the same way
+    "bench_x.W.time_compile": ("seconds", [], [[1.0]] * 3 + [[1.15]] * 4, 0.01, None),
+    # doubled at commit 5, where NumPy changed
+    "bench_x.W.time_dispatch_100_calls": ("seconds", [], [[1e-6]] * 5 + [[2e-6]] * 2, 0.01,
+                                          None),
+    # not a timing: the machine's compute speed says nothing of it
+    "bench_x.W.track_bandwidth": ("bytes/s", [], [[1e9]] * 3 + [[5e8]] * 4, 0.01, None),
+}
+
+
+def test_history_says_what_the_numpy_baselines_did_at_each_step(tmp_path):
+    repo = str(tmp_path / "repo")
+    _write_results(tmp_path, _releases(repo), BASELINE_SERIES)
+    found = report.history(str(tmp_path / "results"), "synthetic", repo, window=2, factor=1.1)
+    text = report.history_markdown(found, results_dir=str(tmp_path / "results"),
+                                   machine="synthetic", repo=repo, branch="main", top=10,
+                                   window=2, factor=1.1)
+    assert "**NumPy baselines there.**" in text
+    cells = {(row[1], row[3]): row[10] for heading in ("Regressions", "Improvements")
+             for row in _table(text, heading)}
+    assert cells == {
+        ("`bench_x.W`", "`time_run`"): "1.20 (1.00–1.20, 3)",
+        ("`bench_x.W`", "`time_compile`"): "1.20 (1.00–1.20, 3) **as far**",
+        # a baseline's own step is judged by the other baselines only
+        ("`bench_x.W`", "`time_numpy`"): "1.10 (1.00–1.20, 2)",
+        ("`bench_z.U`", "`time_numpy`"): "1.10 (1.00–1.20, 2)",
+        ("`bench_x.W`", "`time_dispatch_100_calls`"): "NumPy changed",
+        ("`bench_x.W`", "`track_bandwidth`"): "—",
+    }
 
 
 def test_compare_on_built_results_fails_on_a_broken_benchmark(synthetic, tmp_path):

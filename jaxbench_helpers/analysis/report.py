@@ -52,6 +52,9 @@ class Step:
     # the step's smallest sure size: nearest value after over nearest value before, so one
     # outlier in a window cannot inflate it
     least_ratio: float = 1.0
+    # what the NumPy baselines did across the same commits: their ratios (a list), NUMPY_CHANGED,
+    # or None (not a timing, or no baselines there)
+    baselines: object = None
 
     @property
     def ratio(self):
@@ -107,6 +110,40 @@ def series_steps(key, points, unit, window, factor, use_stats=True):
     return kept
 
 
+NUMPY_CHANGED = "numpy changed"
+
+
+def baselines_across(step, series, numpy, window):
+    """The NumPy baselines' ratios of medians across ``step``'s two commits, each baseline's
+    windows taken as the step's are (up to ``window`` values each side, one code version):
+    they moved with the host, not with JAX. ``numpy``: {(commit hash, env): NumPy version}.
+    NUMPY_CHANGED when the windows do not all record one NumPy version; None when the step is
+    not a timing or its environment has no baselines."""
+    if step.unit != "seconds":
+        return None
+    ratios, versions = [], set()
+    for key, points in series.items():
+        if key.env != step.key.env or key == step.key or not results.is_baseline(key.benchmark):
+            continue
+        hashes = [c.hash for c, _ in points]
+        if step.before.hash not in hashes or step.after.hash not in hashes:
+            continue
+        i, j = hashes.index(step.before.hash), hashes.index(step.after.hash)
+        left, right = points[i][1], points[j][1]
+        if left.version != right.version:
+            continue
+        before = [p for p in points[max(0, i + 1 - window):i + 1] if p[1].version == left.version]
+        after = [p for p in points[j:j + window] if p[1].version == right.version]
+        versions |= {numpy.get((c.hash, key.env)) for c, _ in before + after}
+        ratios.append(statistics.median(m.value for _, m in after)
+                      / statistics.median(m.value for _, m in before))
+    if not ratios:
+        return None
+    if len(versions) != 1 or None in versions:
+        return NUMPY_CHANGED
+    return ratios
+
+
 @dataclass
 class History:
     commits: list  # [results.Commit] measured, oldest first
@@ -155,6 +192,11 @@ def history(results_dir, machine, repo, branch="main", window=2, factor=1.1, use
                            key=_sort_key)
     steps = [s for key, points in series.items()
              for s in series_steps(key, points, unit(key), window, factor, use_stats)]
+    numpy = {(c.hash, key.env): m.value for c in commits
+             for key, m in measured[c.hash].items()
+             if key.benchmark.endswith(".track_numpy_version") and not results.missing(m.value)}
+    for s in steps:
+        s.baselines = baselines_across(s, series, numpy, window)
     return History(commits, steps, series, failed_newest, counts, units)
 
 
@@ -250,11 +292,25 @@ def _check_cell(step, verified):
     return markdown.cell(found["verdict"])
 
 
-def _steps_table(steps, window, show_env, verified=None):
+def _baselines_cell(step):
+    found = step.baselines
+    if found is None:
+        return "—"
+    if found == NUMPY_CHANGED:
+        return "NumPy changed"
+    # their median is the machine's: one baseline may move for its own reasons
+    middle = statistics.median(found)
+    as_far = middle >= step.least_ratio if step.least_ratio > 1 else middle <= step.least_ratio
+    return (f"{middle:.2f} ({min(found):.2f}–{max(found):.2f}, {len(found)})"
+            + (" **as far**" if as_far else ""))
+
+
+def _steps_table(steps, window, show_env, verified=None, show_baselines=False):
     checks = verified is not None
     head = ("| # | benchmark | params | phase | releases | before | after | ratio | change "
-            "| upstream commits |" + (" independent check |" if checks else ""))
-    rows = [head, "|" + "---|" * (11 if checks else 10)]
+            "| upstream commits |" + (" NumPy baselines there |" if show_baselines else "")
+            + (" independent check |" if checks else ""))
+    rows = [head, "|" + "---|" * (10 + show_baselines + checks)]
     for i, s in enumerate(steps, 1):
         dagger = " †" if s.n_after < window else ""
         name = s.key.workload + (f" [{s.key.env}]" if show_env else "")
@@ -265,7 +321,8 @@ def _steps_table(steps, window, show_env, verified=None):
             f"{markdown.cell(s.before.label)} → {markdown.cell(s.after.label)}{dagger} | "
             f"{results.human(s.median_before, s.unit)} | {results.human(s.median_after, s.unit)} | "
             f"{s.ratio:.2f} | ≥{max(s.least_ratio, 1 / s.least_ratio):.2f}× {word} | "
-            f"{_upstream_cell(s)} |" + (f" {_check_cell(s, verified)} |" if checks else ""))
+            f"{_upstream_cell(s)} |" + (f" {_baselines_cell(s)} |" if show_baselines else "")
+            + (f" {_check_cell(s, verified)} |" if checks else ""))
     return rows
 
 
@@ -310,6 +367,7 @@ def history_markdown(report, *, results_dir, machine, repo, branch, top, window,
                      use_stats=True, verified=None):
     envs = {k.env for k in report.series}
     show_env = len(envs) > 1
+    show_baselines = any(results.is_baseline(k.benchmark) for k in report.series)
     first, last = report.commits[0], report.commits[-1]
     worse = sorted((s for s in report.steps if s.worse), key=lambda s: -s.size)
     better = sorted((s for s in report.steps if not s.worse), key=lambda s: -s.size)
@@ -330,6 +388,18 @@ def history_markdown(report, *, results_dir, machine, repo, branch, top, window,
         "performance and are left out. `time_numpy` is NumPy's own time on the same inputs: a "
         "step there is the machine's noise, not JAX's, and a scale for the other steps.",
         "",
+    ]
+    if show_baselines:
+        lines += [
+            "**NumPy baselines there.** For a timing's step, the median of the other NumPy "
+            "baselines' ratios of medians (`time_numpy`, no JAX in them) across the same two "
+            "commits and windows, then their lowest–highest and how many: what the machine "
+            "alone did there. **as far**: their median moved the same way at least as far as the "
+            "step's smallest sure size, so the step may be the machine's; measure it again with "
+            "`ab`. *NumPy "
+            "changed*: the windows ran more than one NumPy version, so the baselines say "
+            "nothing of the machine there.", ""]
+    lines += [
         f"## Regressions ({len(worse)} found, top {min(top, len(worse))})",
         "",
     ]
@@ -342,11 +412,11 @@ def history_markdown(report, *, results_dir, machine, repo, branch, top, window,
             "none; *unresolved*: the machine moved too much to decide; *method changed*: the "
             "suite times this phase differently across the step (" + "; ".join(
                 what for _, _, what in METHOD_CHANGES) + "); —: not checked.", ""]
-    lines += (_steps_table(worse[:top], window, show_env, verified) if worse
+    lines += (_steps_table(worse[:top], window, show_env, verified, show_baselines) if worse
               else ["None found."])
     lines += ["", f"## Improvements ({len(better)} found, top {min(top, len(better))})", ""]
-    lines += (_steps_table(better[:top], window, show_env, verified) if better
-              else ["None found."])
+    lines += (_steps_table(better[:top], window, show_env, verified, show_baselines)
+              if better else ["None found."])
     lines += ["", "## By phase (the phase that moved most first)", ""]
     lines += _phase_summary(report)
     lines += ["", f"## Failing at the newest measured commit ({last.label})", ""]
