@@ -113,17 +113,18 @@ def series_steps(key, points, unit, window, factor, use_stats=True):
 NUMPY_CHANGED = "numpy changed"
 
 
-def baselines_across(step, series, numpy, window):
+def baselines_across(step, baselines, numpy, window):
     """The NumPy baselines' ratios of medians across ``step``'s two commits, each baseline's
     windows taken as the step's are (up to ``window`` values each side, one code version):
-    they moved with the host, not with JAX. ``numpy``: {(commit hash, env): NumPy version}.
-    NUMPY_CHANGED when the windows do not all record one NumPy version; None when the step is
-    not a timing or its environment has no baselines."""
+    they moved with the host, not with JAX. ``baselines``: the history's series of
+    ``time_numpy``; ``numpy``: {commit hash: {env: NumPy version}}. NUMPY_CHANGED when the
+    windows do not all record one NumPy version; None when the step is not a timing or its
+    environment has no baselines."""
     if step.unit != "seconds":
         return None
     ratios, versions = [], set()
-    for key, points in series.items():
-        if key.env != step.key.env or key == step.key or not results.is_baseline(key.benchmark):
+    for key, points in baselines.items():
+        if key.env != step.key.env or key == step.key:
             continue
         hashes = [c.hash for c, _ in points]
         if step.before.hash not in hashes or step.after.hash not in hashes:
@@ -134,7 +135,7 @@ def baselines_across(step, series, numpy, window):
             continue
         before = [p for p in points[max(0, i + 1 - window):i + 1] if p[1].version == left.version]
         after = [p for p in points[j:j + window] if p[1].version == right.version]
-        versions |= {numpy.get((c.hash, key.env)) for c, _ in before + after}
+        versions |= {numpy[c.hash].get(key.env) for c, _ in before + after}
         ratios.append(statistics.median(m.value for _, m in after)
                       / statistics.median(m.value for _, m in before))
     if not ratios:
@@ -192,11 +193,10 @@ def history(results_dir, machine, repo, branch="main", window=2, factor=1.1, use
                            key=_sort_key)
     steps = [s for key, points in series.items()
              for s in series_steps(key, points, unit(key), window, factor, use_stats)]
-    numpy = {(c.hash, key.env): m.value for c in commits
-             for key, m in measured[c.hash].items()
-             if key.benchmark.endswith(".track_numpy_version") and not results.missing(m.value)}
+    baselines = {k: p for k, p in series.items() if results.is_baseline(k.benchmark)}
+    numpy = {c.hash: results.numpy_versions(measured[c.hash]) for c in commits}
     for s in steps:
-        s.baselines = baselines_across(s, series, numpy, window)
+        s.baselines = baselines_across(s, baselines, numpy, window)
     return History(commits, steps, series, failed_newest, counts, units)
 
 
@@ -396,9 +396,8 @@ def history_markdown(report, *, results_dir, machine, repo, branch, top, window,
             "commits and windows, then their lowest–highest and how many: what the machine "
             "alone did there. **as far**: their median moved the same way at least as far as the "
             "step's smallest sure size, so the step may be the machine's; measure it again with "
-            "`ab`. *NumPy "
-            "changed*: the windows ran more than one NumPy version, so the baselines say "
-            "nothing of the machine there.", ""]
+            "`ab`. *NumPy changed*: the windows ran more than one NumPy version, so the "
+            "baselines say nothing of the machine there.", ""]
     lines += [
         f"## Regressions ({len(worse)} found, top {min(top, len(worse))})",
         "",
@@ -605,13 +604,8 @@ def same_numpy(found, base, head):
     them) record one NumPy version (``track_numpy_version``) in every environment; False when
     either has none, since then the baselines may measure a NumPy change rather than the
     host."""
-    def versions(commit):
-        return {key.env: m.value for key, m in found.get(commit, {}).items()
-                if key.benchmark.endswith(".track_numpy_version")
-                and not results.missing(m.value)}
-
-    recorded = versions(base)
-    return bool(recorded) and recorded == versions(head)
+    recorded = results.numpy_versions(found.get(base, {}))
+    return bool(recorded) and recorded == results.numpy_versions(found.get(head, {}))
 
 
 def _change_size(change):

@@ -239,6 +239,13 @@ def is_baseline(name):
     return name.endswith("." + CONTROL_PHASE)
 
 
+def numpy_versions(measurements):
+    """{env: encoded NumPy version} that one commit's measurements (as ``load_measurements``
+    gives them per commit) record in ``track_numpy_version``."""
+    return {key.env: m.value for key, m in measurements.items()
+            if key.benchmark.endswith(".track_numpy_version") and not missing(m.value)}
+
+
 def missing(value):
     """None (failed) or NaN (skipped)."""
     return value is None or (isinstance(value, float) and math.isnan(value))
