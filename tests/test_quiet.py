@@ -4,7 +4,11 @@
 descendant of the test), "our" load from a child of the test: only the first may count.
 """
 
+import datetime
+import glob
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,7 +16,10 @@ import time
 
 import pytest
 
+from jaxbench_helpers.analysis import results
 from jaxbench_helpers.common import quiet
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # busy for {seconds} of its own CPU time, however long a loaded machine makes that take
 BUSY = ("import time\nend = time.process_time() + {seconds}\n"
@@ -99,6 +106,59 @@ def test_the_record_reads_quiet_only_without_load():
     for busy in (dict(others_share=0.2), dict(busy_seconds=7), dict(seconds=60, busy_seconds=1)):
         loaded = quiet.LoadRecord("probe", start, **{"seconds": 600, **busy})
         assert not loaded.quiet and loaded.summary().startswith("UNDER LOAD")
+
+
+def _stamp(seconds):
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(
+        timespec="seconds")
+
+
+def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the_results(
+        tmp_path):
+    machine = "cpu-2core-amd-epyc-24gb"
+    source = os.path.join(ROOT, "results")
+    shutil.copytree(os.path.join(source, machine), tmp_path / machine,
+                    ignore=shutil.ignore_patterns(quiet.RECORD_NAME))
+    shutil.copy(os.path.join(source, "benchmarks.json"), tmp_path)
+    # {(commit, benchmark): (start, end)} in seconds, from the result files' own columns
+    spans = {}
+    for path in glob.glob(str(tmp_path / machine / "*.json")):
+        data = json.load(open(path))
+        if "results" not in data:
+            continue
+        start, length = (data["result_columns"].index(c) for c in ("started_at", "duration"))
+        for name, row in data["results"].items():
+            spans[data["commit_hash"], name] = (row[start] / 1000, row[start] / 1000
+                                                + (row[length] or 0))
+    ordered = sorted(spans.items(), key=lambda item: item[1][0])
+    # a busy window around a fact (bench_environment) measured in the first half
+    fact = next(i for i, (key, _) in enumerate(ordered)
+                if i >= 20 and key[1].startswith("bench_environment."))
+    quiet_first = len(ordered) - 40
+    assert fact + 20 < quiet_first
+    busy_from, busy_to = ordered[fact - 10][1][0], ordered[fact + 10][1][0]
+    quiet_from, quiet_to = ordered[quiet_first][1][0], ordered[quiet_first + 20][1][0]
+    record_path = str(tmp_path / machine / quiet.RECORD_NAME)
+    loaded = quiet.LoadRecord("main", _stamp(busy_from), _stamp(busy_to), busy_to - busy_from,
+                              others_share=0.3)
+    calm = quiet.LoadRecord("main", _stamp(quiet_from), _stamp(quiet_to), quiet_to - quiet_from)
+    assert not loaded.quiet and calm.quiet
+    quiet.write_record(loaded, record_path)
+    quiet.write_record(calm, record_path)
+
+    found = results.measured_under_load(str(tmp_path), machine)
+    # the record's times are whole seconds: a span overlaps it if it overlaps those seconds
+    first = datetime.datetime.fromisoformat(loaded.started).timestamp()
+    last = datetime.datetime.fromisoformat(loaded.ended).timestamp() + 1
+    expected = {key for key, (start, end) in spans.items()
+                if start < last and end > first and not key[1].startswith("bench_environment.")}
+    assert {(r.commit_hash, name) for r, name, _ in found} == expected
+    assert len(expected) >= 20 and all(record == loaded for _, _, record in found)
+    assert ordered[fact][0] not in expected
+
+    os.remove(record_path)
+    quiet.write_record(calm, record_path)
+    assert results.measured_under_load(str(tmp_path), machine) == []
 
 
 HOLDER = textwrap.dedent("""

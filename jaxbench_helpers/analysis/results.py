@@ -4,6 +4,7 @@ the commits of a repository's first-parent history.
 Shared by the reports (``report``), the calibration and the self-tests; nothing here writes.
 """
 
+import datetime
 import itertools
 import json
 import math
@@ -11,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..common import git
+from ..common import git, quiet
 
 UPSTREAM_LINE = "Upstream commit:"
 # facts about the environment or a release's behaviour, not performance: a new release changes
@@ -270,3 +271,47 @@ def _asv_stats():
             "needs it. Install the asv the project pins (pip install asv==0.6.6) or pass "
             "--no-stats to compare medians alone") from err
     return _stats
+
+
+# ---------------------------------------------------------------- measured under load
+
+
+def graph_params(result):
+    """The parameters asv publish files ``result``'s graphs under (all but the branch)."""
+    params = {k: "" if v is None else v for k, v in result.params.items()}
+    params.update({f"env-{name}": value for name, value in result.env_vars.items()})
+    return params
+
+
+def measured_under_load(results_dir, machine):
+    """[(asv result, benchmark, LoadRecord)] for each benchmark of ``machine`` whose
+    measurement overlapped a timing run that the machine's load record (``quiet.jsonl``, which
+    the main job writes beside the results) calls busy: the figures a reader should not trust
+    as the release's own. Facts about the environment (versions) are left out."""
+    from asv import results as asv_results
+
+    busy = []
+    for record in quiet.read_records(os.path.join(results_dir, machine, quiet.RECORD_NAME)):
+        if record.quiet or not record.ended:
+            continue
+        busy.append((_epoch(record.started), _epoch(record.ended) + 1, record))
+    found = []
+    if not busy:
+        return found
+    units = load_units(results_dir)
+    for result in asv_results.iter_results_for_machine(results_dir, machine):
+        for name in result.get_all_result_keys():
+            started = result.started_at.get(name)
+            if started is None or skipped(name, units.get(name, "")):
+                continue
+            start = started / 1000
+            end = start + (result.duration.get(name) or 0)
+            for first, last, record in busy:
+                if start < last and end > first:
+                    found.append((result, name, record))
+                    break
+    return found
+
+
+def _epoch(stamp):
+    return datetime.datetime.fromisoformat(stamp).timestamp()
