@@ -9,7 +9,11 @@
       so all that showed was "jax-v". Labels that would overlap one already shown are left
       out, the newest measured release's first, then those of releases with a point in the
       graph; the full tag is the tooltip.
-      A label starts at its release's line, or ends there where it would leave the graph. */
+      A label starts at its release's line, or ends there where it would leave the graph.
+   3. A point measured while its machine was busy (the load record beside the results says so;
+      publish writes them to jaxbench-load.json) gets a red ring, and a note over the graph
+      says which run and how busy. A ring needs the plotted value to be the graph file's own,
+      so there are none on the relative scale or with a parameter on the x axis. */
 (function () {
     "use strict";
 
@@ -18,6 +22,10 @@
     var TAG_PREFIX = "jax-v";
     var PAGES = ["", "summarylist", "regressions"];
     var GAP = 4;  /* pixels between two labels */
+    var LOAD_MARKS = "jaxbench-load.json";
+    var BUSY = "jaxbench-busy";  /* class of the rings and the note */
+    var load_marks = null;  /* {graph file without .json: {commit hash: why}} */
+    var loaded_graphs = {};  /* {graph file without .json: its points} as asv loaded them */
 
     /* The address to open instead of ``hash``: the same with one profile; null if it has one,
        is not a graph, or the dashboard has a single profile. */
@@ -113,11 +121,82 @@
         });
     }
 
+    /* {x: [[values, why, hash]]} of the current benchmark's busy points, x as plotted */
+    function busy_points(benchmark, by_date) {
+        var main = $.asv.main_json;
+        var found = {};
+        $.each(loaded_graphs, function (path, data) {
+            var marks = load_marks[path];
+            if (!marks || path.slice(-benchmark.length - 1) !== "/" + benchmark) {
+                return;
+            }
+            $.each(data, function (i, point) {
+                var hash = main.revision_to_hash[point[0]];
+                if (hash && marks[hash]) {
+                    var x = by_date ? main.revision_to_date[point[0]] : point[0];
+                    var values = $.isArray(point[1]) ? point[1] : [point[1]];
+                    (found[x] = found[x] || []).push([values, marks[hash], hash]);
+                }
+            });
+        });
+        return found;
+    }
+
+    function ring_busy_points() {
+        var graph = $("#main-graph");
+        graph.children("." + BUSY).remove();
+        var plot = graph.data("plot");
+        if (!plot || !$.asv.main_json || !load_marks) {
+            return;
+        }
+        var info = $.asv.parse_hash_string(window.location.hash);
+        var x_axis = info.params["x-axis"];
+        var scale = info.params["x-axis-scale"] || [];
+        if (x_axis && x_axis[0] !== "commit") {
+            return;
+        }
+        var found = busy_points(info.location.join("/"), scale[0] === "date");
+        var notes = {};
+        $.each(plot.getData(), function (i, series) {
+            $.each(series.data, function (j, point) {
+                $.each(found[point[0]] || [], function (k, mark) {
+                    if (point[1] === null || mark[0].indexOf(point[1]) < 0) {
+                        return;
+                    }
+                    var at = plot.pointOffset({x: point[0], y: point[1]});
+                    $("<div>").addClass(BUSY).attr("data-commit", mark[2]).css({
+                        position: "absolute", left: (at.left - 7) + "px",
+                        top: (at.top - 7) + "px", width: "14px", height: "14px",
+                        border: "2px solid #d62728", "border-radius": "50%",
+                        "box-sizing": "border-box", "pointer-events": "none"
+                    }).appendTo(graph);
+                    notes[mark[2]] = mark[1];
+                });
+            });
+        });
+        var hashes = Object.keys(notes);
+        if (hashes.length) {
+            var note = $("<div>").addClass(BUSY).attr("id", "jaxbench-busy-note").css({
+                position: "absolute", right: "10px", top: "4px", "max-width": "60%",
+                "font-size": "11px", background: "rgba(255, 255, 255, 0.85)",
+                color: "#d62728", padding: "2px 4px"
+            }).text("Ringed: measured while the machine was busy.");
+            $.each(hashes.sort(), function (i, hash) {
+                $("<div>").text(hash.slice(0, 8) + ": " + notes[hash]).appendTo(note);
+            });
+            note.appendTo(graph);
+        }
+    }
+
     var pending = false;
     function tidy_soon() {
         if (!pending) {
             pending = true;
-            window.setTimeout(function () { pending = false; tidy_labels(); }, 0);
+            window.setTimeout(function () {
+                pending = false;
+                tidy_labels();
+                ring_busy_points();
+            }, 0);
         }
     }
 
@@ -135,6 +214,20 @@
     /* The first page: asv renders it as soon as index.json is read, so its address is set as
        the index arrives, before asv sees it. */
     $.ajaxPrefilter(function (options) {
+        if (options.url.indexOf("graphs/") === 0 && options.url.indexOf("graphs/summary/") !== 0) {
+            /* a graph file: kept, so its points measured under load can be found */
+            var graph_filter = options.dataFilter;
+            var path = decodeURIComponent(options.url.split("?")[0]).replace(/\.json$/, "");
+            options.dataFilter = function (data, type) {
+                try {
+                    loaded_graphs[path] = JSON.parse(data);
+                } catch (err) {
+                    /* asv says so itself */
+                }
+                return graph_filter ? graph_filter(data, type) : data;
+            };
+            return;
+        }
         if (options.url.indexOf("index.json") !== 0) {
             return;
         }
@@ -157,12 +250,18 @@
             /* asv writes the labels after each drawing of the plot (first draw, zoom) */
             new MutationObserver(function (changes) {
                 for (var i = 0; i < changes.length; ++i) {
-                    if (changes[i].addedNodes.length) {
+                    var added = $(changes[i].addedNodes).not("." + BUSY);
+                    if (added.length) {
                         tidy_soon();
                         return;
                     }
                 }
             }).observe(graph, {childList: true});
         }
+        $.ajax({url: LOAD_MARKS, dataType: "json", cache: false}).done(function (marks) {
+            load_marks = marks;
+        }).fail(function () {
+            load_marks = {};  /* a dashboard published before the file existed */
+        }).always(tidy_soon);
     });
 }());

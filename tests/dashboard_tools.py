@@ -153,16 +153,16 @@ def measured_series(graph_file):
 POINTS = ("$('#main-graph').data('plot').getData()"
           ".map(s => s.data.filter(d => d[1] !== null))")
 # the x of each point, for each series that draws one
-_DRAWN = POINTS + ".map(points => points.map(d => d[0])).filter(xs => xs.length)"
+DRAWN = POINTS + ".map(points => points.map(d => d[0])).filter(xs => xs.length)"
 
 
 def plotted_series(page, lines=1):
     """[[x, ...] per line] of the flot plot on the page, once it has drawn ``lines`` lines: asv
     fetches each machine's graph file on its own and draws again as each arrives (on a loaded
     machine a read after the first drawing saw one machine's line of two)."""
-    page.wait_for_function(f"n => $('#main-graph').data('plot') && {_DRAWN}.length >= n",
+    page.wait_for_function(f"n => $('#main-graph').data('plot') && {DRAWN}.length >= n",
                            arg=lines)
-    return page.evaluate(f"() => {_DRAWN}")
+    return page.evaluate(f"() => {DRAWN}")
 
 
 def tag_labels(page):

@@ -9,6 +9,7 @@ hold whatever releases the committed dashboard covers. Screenshots go to tests/a
 """
 
 import base64
+import datetime
 import glob
 import hashlib
 import html
@@ -25,7 +26,7 @@ import dashboard_tools as dt
 import pytest
 from asv_tools import config, git_repo
 
-from jaxbench_helpers.common import asvconfig, paths
+from jaxbench_helpers.common import asvconfig, paths, quiet
 from jaxbench_helpers.host import asvconf, dashboard, history, mainjob, publish
 
 BENCHMARK = "bench_matmul.SquareMatmul.time_run"
@@ -345,6 +346,110 @@ def test_graph_shows_a_point_per_measured_release_labelled_with_its_version(boar
     assert dashboard_.outside == [] and dashboard_.errors == []
 
 
+def test_committed_dashboard_rings_what_the_committed_load_records_call_busy():
+    with open(os.path.join(COMMITTED_HTML, dashboard.LOAD_MARKS)) as f:
+        committed = json.load(f)
+    assert committed == dashboard.load_marks(COMMITTED_HTML, COMMITTED_RESULTS)
+
+
+@pytest.fixture(scope="module")
+def busy_html(committed_offline, tmp_path_factory):
+    """The committed dashboard with the rings publish writes when the load record beside the
+    results calls busy the run that measured BENCHMARK at its newest commit on the history
+    machine (a record of the test's own; the committed records call that run quiet)."""
+    machine = "cpu-2core-amd-epyc-24gb"
+    tmp = tmp_path_factory.mktemp("busy")
+    shutil.copytree(COMMITTED_RESULTS, tmp / "results")
+    shutil.copytree(committed_offline, tmp / "html")
+    newest = None
+    for path in glob.glob(str(tmp / "results" / machine / "*.json")):
+        data = json.load(open(path))
+        row = data.get("results", {}).get(BENCHMARK)
+        if row and any(v is not None for v in row[0]) and (newest is None
+                                                           or data["date"] > newest["date"]):
+            newest = data
+    row = newest["results"][BENCHMARK]
+    columns = newest["result_columns"]
+    start = row[columns.index("started_at")] / 1000
+    end = start + row[columns.index("duration")]
+    stamp = [datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat() for t in
+             (start, end)]
+    quiet.write_record(quiet.LoadRecord("main", *stamp, end - start, others_share=0.3),
+                       str(tmp / "results" / machine / quiet.RECORD_NAME))
+    assert dashboard.write_load_marks(str(tmp / "html"), str(tmp / "results")) >= 1
+    return str(tmp / "html"), newest["commit_hash"]
+
+
+def test_points_measured_while_the_machine_was_busy_are_ringed_with_a_note(browser, busy_html):
+    html_dir, busy_commit = busy_html
+    with open(os.path.join(html_dir, dashboard.LOAD_MARKS)) as f:
+        marks = json.load(f)
+    index = dt.load_index(html_dir)
+    profile = dt.opened_profile(index)
+    revision = {h: int(r) for r, h in index["revision_to_hash"].items()}
+    # {commit: how many of its points the graph draws} of BENCHMARK's ringed commits
+    rings = {}
+    for graph in dt.graph_files(html_dir, BENCHMARK, profile):
+        path = os.path.relpath(graph, html_dir)[:-len(".json")].replace(os.sep, "/")
+        for commit in marks.get(path, {}):
+            rings[commit] = sum(revision[commit] in s for s in dt.measured_series(graph))
+    assert rings.get(busy_commit), (busy_commit, rings)
+
+    with dt.dashboard(browser, html_dir) as board:
+        page = board.open(BENCHMARK)
+        dt.plotted_series(page)
+        page.wait_for_function("n => $('#main-graph > .jaxbench-busy[data-commit]').length >= n",
+                               arg=sum(rings.values()))
+        points, found, note = page.evaluate("""() => {
+            var plot = $('#main-graph').data('plot');
+            var points = [];
+            $.each(plot.getData(), function (i, s) {
+                $.each(s.data, function (j, d) {
+                    if (d[1] !== null) {
+                        var at = plot.pointOffset({x: d[0], y: d[1]});
+                        points.push([d[0], at.left, at.top]);
+                    }
+                });
+            });
+            var found = $('#main-graph > .jaxbench-busy[data-commit]').map(function () {
+                return [[$(this).attr('data-commit'), this.offsetLeft + this.offsetWidth / 2,
+                         this.offsetTop + this.offsetHeight / 2]];
+            }).get();
+            return [points, found, $('#jaxbench-busy-note').text()];
+        }""")
+        board.screenshot("busy-graph.png")
+        assert sorted(c for c, _, _ in found) == sorted(c for c, n in rings.items()
+                                                         for _ in range(n))
+        assert note.startswith("Ringed: measured while the machine was busy.")
+        for commit, left, top in found:
+            # each ring is centred on a point of its commit, and the note says why
+            assert any(x == revision[commit] and abs(left - px) < 1.5 and abs(top - py) < 1.5
+                       for x, px, py in points), (commit, left, top)
+            assert commit[:8] in note and marks_why(marks, BENCHMARK, commit) in note
+            assert "UNDER LOAD" in note
+
+        # a graph measured on a quiet machine has no ring
+        quiet_benchmark = next(b for b in sorted(index["benchmarks"])
+                               if not any(p.endswith("/" + b) for p in marks)
+                               and any(dt.measured_series(f) for f in
+                                       dt.graph_files(html_dir, b, profile)))
+        series = sorted(",".join(map(str, s)) for f in dt.graph_files(html_dir, quiet_benchmark,
+                                                                      profile)
+                        for s in dt.measured_series(f))
+        page.evaluate(f"() => {{ window.location.hash = {json.dumps('#' + quiet_benchmark)}; }}")
+        page.wait_for_function(f"want => JSON.stringify({dt.DRAWN}.map(xs => xs.join(','))"
+                               ".sort()) === want", arg=json.dumps(series))
+        # after the drawing's tidy-up (a timer of 0 ms) has run
+        assert page.evaluate("() => new Promise(done => window.setTimeout("
+                             "() => done($('#main-graph > .jaxbench-busy').length), 200))") == 0
+        assert board.outside == [] and board.errors == []
+
+
+def marks_why(marks, benchmark, commit):
+    return next(commits[commit] for path, commits in marks.items()
+                if path.endswith("/" + benchmark) and commit in commits)
+
+
 def test_regressions_page_renders_its_table(board):
     name, html_dir, _, dashboard_ = board
     with open(os.path.join(html_dir, "regressions.json")) as f:
@@ -364,7 +469,8 @@ def test_reading_page_is_linked_from_the_navigation_bar(board):
     page.wait_for_url(re.compile(r"/reading\.html$"))
     assert page.inner_text("h1") == "How to read this dashboard"
     text = page.inner_text("body")
-    for topic in ("JAXBENCH_PROFILE", "n/a", "time_lower", "time_dispatch_100_calls"):
+    for topic in ("JAXBENCH_PROFILE", "n/a", "time_lower", "time_dispatch_100_calls",
+                  "measured while the machine was busy"):
         assert topic in text
     # its stylesheet is the dashboard's own copy of Bootstrap
     assert page.evaluate("() => getComputedStyle(document.querySelector('h1')).fontFamily"

@@ -5,8 +5,9 @@ without internet sees only asv's "failed to load" page. ``make_offline`` puts ea
 files, fetched once from the npm registry at the release ``dashboard/libraries.json`` pins and
 checked against its sha256 there, under ``vendor/`` beside the pages, and points index.html at
 them. It also adds ``jaxbench.js`` (release labels that show the version and do not cover each
-other; a graph opens on one profile) and ``reading.html`` (how to read the dashboard), linked
-from the navigation bar.
+other; a graph opens on one profile; a ring around each point measured while the machine was
+busy) and ``reading.html`` (how to read the dashboard), linked from the navigation bar.
+``write_load_marks`` writes the points to ring, from the load records beside the results.
 """
 
 import base64
@@ -29,6 +30,8 @@ CACHE = os.path.join(os.path.expanduser("~"), ".cache", "jaxbench", "npm")
 REGISTRY = "https://registry.npmjs.org"
 TAG = re.compile(r"<(?:script|link)\b[^>]*>")
 OWN_SCRIPT = '<script type="text/javascript" src="jaxbench.js"></script>'
+# the points jaxbench.js rings: {graph file without .json: {commit hash: why}}
+LOAD_MARKS = "jaxbench-load.json"
 NAV_LINK = '<li id="nav-li-reading"><a href="reading.html">How to read this</a></li>'
 
 
@@ -191,3 +194,39 @@ def fill_missing_graphs(html_dir):
                 f.write("[]")
             filled.append(relative + ".json")
     return filled
+
+
+def load_marks(html_dir, results_dir):
+    """{graph file, relative to ``html_dir`` without .json: {commit hash: why}} for every
+    benchmark measured while its machine's load record says the machine was busy
+    (``results.measured_under_load``): the graphs asv publish wrote for that result."""
+    from ..analysis import results
+
+    try:
+        with open(os.path.join(html_dir, "index.json")) as f:
+            combinations = json.load(f)["graph_param_list"]
+    except (OSError, ValueError, KeyError) as err:
+        raise DashboardError(f"cannot read the graph list in {html_dir}/index.json ({err}); "
+                             "did asv publish succeed?") from None
+    from asv.graph import Graph
+
+    marks = {}
+    for machine in results.machines(results_dir):
+        for result, name, record in results.measured_under_load(results_dir, machine):
+            params = results.graph_params(result)
+            why = (f"measured while the machine was busy ({record.command} run "
+                   f"{record.started} to {record.ended}): {record.summary()}")
+            for combination in combinations:
+                if all(combination.get(k) == v for k, v in params.items()):
+                    path = Graph.get_file_path(combination, name)
+                    marks.setdefault(path, {})[result.commit_hash] = why
+    return marks
+
+
+def write_load_marks(html_dir, results_dir):
+    """Write ``load_marks`` for jaxbench.js beside the pages; returns how many points."""
+    marks = load_marks(html_dir, results_dir)
+    with open(os.path.join(html_dir, LOAD_MARKS), "w") as f:
+        json.dump(marks, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return sum(len(commits) for commits in marks.values())

@@ -1,5 +1,5 @@
-"""Publish the dashboard: ``asv publish``, its libraries beside it (``dashboard``), then a page
-per commit that leads to upstream JAX.
+"""Publish the dashboard: ``asv publish``, its libraries and the rings of the points measured
+under load beside it (``dashboard``), then a page per commit that leads to upstream JAX.
 
 The release-history repository's commits are not upstream's, so a dashboard made from it
 cannot link commits to GitHub directly. Its config sets ``show_commit_url`` to ``commits/``
@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 
+from ..analysis import results
 from ..common import asvconfig, git
 from . import dashboard
 
@@ -165,6 +166,13 @@ def publish(config_path):
         return 1
     print(f"jaxbench publish: {len(copied)} library files in {os.path.join(html_dir, 'vendor')}"
           ", so the dashboard loads nothing from outside it", flush=True)
+    try:
+        busy = dashboard.write_load_marks(html_dir, conf["results_dir"])
+    except (dashboard.DashboardError, results.ResultsError) as err:
+        print(f"jaxbench publish: {err}", file=sys.stderr)
+        return 1
+    print(f"jaxbench publish: {busy} points measured while the machine was busy are ringed "
+          f"({dashboard.LOAD_MARKS})", flush=True)
     url = conf.get("show_commit_url")
     if not url or re.match(r"^[a-z][a-z0-9+.-]*:", url, re.I) or url.startswith("/"):
         # links go straight to a commit site (or nowhere): nothing to write
