@@ -1,6 +1,7 @@
 """The regression report: the history mode on the committed results of real releases and on a
 results folder built to pin down the step rule, and the compare mode against asv compare."""
 
+import datetime
 import glob
 import itertools
 import json
@@ -16,6 +17,7 @@ import pytest
 from asv_tools import config
 
 from jaxbench_helpers.analysis import report, results
+from jaxbench_helpers.common import quiet
 from jaxbench_helpers.host import history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -465,6 +467,54 @@ def test_history_says_what_the_numpy_baselines_did_at_each_step(tmp_path):
         ("`bench_x.W`", "`time_dispatch_100_calls`"): "NumPy changed",
         ("`bench_x.W`", "`track_bandwidth`"): "—",
     }
+
+
+def test_history_marks_a_step_whose_windows_hold_a_value_measured_under_load(tmp_path):
+    repo = str(tmp_path / "repo")
+    commits = _releases(repo)
+    _write_results(tmp_path, commits, SERIES)
+    # time_run at jax-v0.1.3 was measured at 2026-12-01 10:00:00 for 30 s, in a busy main run;
+    # every other value at the epoch, long before it
+    folder = tmp_path / "results" / "synthetic"
+    path = folder / f"{commits[3][:8]}-{ENV}.json"
+    data = json.loads(path.read_text())
+    at = datetime.datetime(2026, 12, 1, 10, tzinfo=datetime.timezone.utc)
+    data["results"]["bench_x.W.time_run"][3:5] = [at.timestamp() * 1000, 30.0]
+    path.write_text(json.dumps(data))
+    busy = quiet.LoadRecord("main", (at - datetime.timedelta(minutes=5)).isoformat(),
+                            (at + datetime.timedelta(minutes=5)).isoformat(), 600.0,
+                            others_share=0.25)
+    quiet.write_record(busy, str(folder / quiet.RECORD_NAME))
+
+    found = report.history(str(tmp_path / "results"), "synthetic", repo, window=2, factor=1.1)
+    marked = {(s.key.benchmark, s.key.params): s.under_load for s in found.steps}
+    assert marked == {
+        # both dtypes' windows (0.1.1 or 0.1.2 before, 0.1.3 and 0.1.4 after) hold it
+        ("bench_x.W.time_run", "('float32')"): ["jax-v0.1.3"],
+        ("bench_x.W.time_run", "('float64')"): ["jax-v0.1.3"],
+        # 0.1.3 is in this step's window too, but its dispatch value was measured apart
+        ("bench_x.W.time_dispatch_100_calls", ""): [],
+        ("bench_x.W.time_lower", ""): [],
+        ("bench_x.W.track_bandwidth", ""): [],
+    }
+    text = report.history_markdown(found, results_dir=str(tmp_path / "results"),
+                                   machine="synthetic", repo=repo, branch="main", top=10,
+                                   window=2, factor=1.1)
+    assert "**busy at** a release" in text
+    releases = {(row[2], row[3]): row[4] for row in _table(text, "Regressions")}
+    assert releases[("('float32')", "`time_run`")] == ("jax-v0.1.2 → jax-v0.1.3 · busy at "
+                                                        "jax-v0.1.3")
+    assert releases[("—", "`time_lower`")] == "jax-v0.1.5 → jax-v0.1.6 †"
+
+    # a quiet record of the same run marks nothing
+    os.remove(folder / quiet.RECORD_NAME)
+    quiet.write_record(quiet.LoadRecord(busy.command, busy.started, busy.ended, busy.seconds),
+                       str(folder / quiet.RECORD_NAME))
+    found = report.history(str(tmp_path / "results"), "synthetic", repo, window=2, factor=1.1)
+    assert not any(s.under_load for s in found.steps)
+    assert "busy at" not in report.history_markdown(
+        found, results_dir=str(tmp_path / "results"), machine="synthetic", repo=repo,
+        branch="main", top=10, window=2, factor=1.1)
 
 
 def test_compare_on_built_results_fails_on_a_broken_benchmark(synthetic, tmp_path):

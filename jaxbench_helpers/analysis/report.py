@@ -55,6 +55,9 @@ class Step:
     # what the NumPy baselines did across the same commits: their ratios (a list), NUMPY_CHANGED,
     # or None (not a timing, or no baselines there)
     baselines: object = None
+    # labels of the commits in the step's windows whose value of this benchmark was measured
+    # while the machine's load record says it was busy
+    under_load: list = field(default_factory=list)
 
     @property
     def ratio(self):
@@ -79,6 +82,15 @@ STEP_RULE = (
 )
 
 
+def windows(points, before, after, window):
+    """The points that judge a step from ``points[before]`` to ``points[after]``: up to
+    ``window`` each side, ending at ``before`` and starting at ``after``, each of its end's
+    code version."""
+    left, right = points[before][1].version, points[after][1].version
+    return ([p for p in points[max(0, before + 1 - window):before + 1] if p[1].version == left],
+            [p for p in points[after:after + window] if p[1].version == right])
+
+
 def series_steps(key, points, unit, window, factor, use_stats=True):
     """The steps of one series: ``points`` is [(Commit, Measurement)] oldest first, no missing
     values. ``use_stats=False`` leaves out rule (3), asv's test."""
@@ -88,8 +100,7 @@ def series_steps(key, points, unit, window, factor, use_stats=True):
         left, right = points[j - 1][1], points[j][1]
         if left.version != right.version:
             continue
-        before = [m.value for _, m in points[max(0, j - window):j] if m.version == left.version]
-        after = [m.value for _, m in points[j:j + window] if m.version == right.version]
+        before, after = ([m.value for _, m in side] for side in windows(points, j - 1, j, window))
         if min(before) <= 0 or min(after) <= 0:
             continue  # ratios of non-positive values mean nothing (a count that reads 0)
         b, a = statistics.median(before), statistics.median(after)
@@ -133,8 +144,7 @@ def baselines_across(step, baselines, numpy, window):
         left, right = points[i][1], points[j][1]
         if left.version != right.version:
             continue
-        before = [p for p in points[max(0, i + 1 - window):i + 1] if p[1].version == left.version]
-        after = [p for p in points[j:j + window] if p[1].version == right.version]
+        before, after = windows(points, i, j, window)
         versions |= {numpy[c.hash].get(key.env) for c, _ in before + after}
         ratios.append(statistics.median(m.value for _, m in after)
                       / statistics.median(m.value for _, m in before))
@@ -195,8 +205,13 @@ def history(results_dir, machine, repo, branch="main", window=2, factor=1.1, use
              for s in series_steps(key, points, unit(key), window, factor, use_stats)]
     baselines = {k: p for k, p in series.items() if results.is_baseline(k.benchmark)}
     numpy = {c.hash: results.numpy_versions(measured[c.hash]) for c in commits}
+    loaded = {(r.commit_hash, name, r.env_name)
+              for r, name, _ in results.measured_under_load(results_dir, machine)}
     for s in steps:
         s.baselines = baselines_across(s, baselines, numpy, window)
+        s.under_load = [c.label for side in windows(series[s.key], s.position - 1, s.position,
+                                                    window)
+                        for c, _ in side if (c.hash, s.key.benchmark, s.key.env) in loaded]
     return History(commits, steps, series, failed_newest, counts, units)
 
 
@@ -313,6 +328,8 @@ def _steps_table(steps, window, show_env, verified=None, show_baselines=False):
     rows = [head, "|" + "---|" * (10 + show_baselines + checks)]
     for i, s in enumerate(steps, 1):
         dagger = " †" if s.n_after < window else ""
+        if s.under_load:
+            dagger += f" · busy at {', '.join(s.under_load)}"
         name = s.key.workload + (f" [{s.key.env}]" if show_env else "")
         word = s.direction.worse if s.worse else s.direction.better
         rows.append(
@@ -398,6 +415,11 @@ def history_markdown(report, *, results_dir, machine, repo, branch, top, window,
             "step's smallest sure size, so the step may be the machine's; measure it again with "
             "`ab`. *NumPy changed*: the windows ran more than one NumPy version, so the "
             "baselines say nothing of the machine there.", ""]
+    if any(s.under_load for s in report.steps):
+        lines += [
+            "**busy at** a release: the machine's load record (`quiet.jsonl` beside the "
+            "results) says other processes used it while that release's value in the step's "
+            "windows was measured. The step may be the load's; measure it again (`ab`).", ""]
     lines += [
         f"## Regressions ({len(worse)} found, top {min(top, len(worse))})",
         "",
