@@ -21,6 +21,8 @@ import tempfile
 import urllib.parse
 import urllib.request
 
+from ..analysis import results
+
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboard")
 LIBRARIES = os.path.join(ASSETS, "libraries.json")
 OWN_FILES = ("jaxbench.js", "reading.html")
@@ -200,8 +202,6 @@ def load_marks(html_dir, results_dir):
     """{graph file, relative to ``html_dir`` without .json: {commit hash: why}} for every
     benchmark measured while its machine's load record says the machine was busy
     (``results.measured_under_load``): the graphs asv publish wrote for that result."""
-    from ..analysis import results
-
     try:
         with open(os.path.join(html_dir, "index.json")) as f:
             combinations = json.load(f)["graph_param_list"]
@@ -214,8 +214,7 @@ def load_marks(html_dir, results_dir):
     for machine in results.machines(results_dir):
         for result, name, record in results.measured_under_load(results_dir, machine):
             params = results.graph_params(result)
-            why = (f"measured while the machine was busy ({record.command} run "
-                   f"{record.started} to {record.ended}): {record.summary()}")
+            why = f"{record.command} run {record.started} to {record.ended}: {record.summary()}"
             for combination in combinations:
                 if all(combination.get(k) == v for k, v in params.items()):
                     path = Graph.get_file_path(combination, name)
