@@ -168,6 +168,17 @@ def make_offline(html_dir, cache=CACHE):
     return [local_path(lib) for lib in pinned]
 
 
+def _published_lists(html_dir):
+    """(benchmark names, graph parameter combinations) from the index.json asv publish wrote."""
+    try:
+        with open(os.path.join(html_dir, "index.json")) as f:
+            index = json.load(f)
+        return index["benchmarks"], index["graph_param_list"]
+    except (OSError, ValueError, KeyError) as err:
+        raise DashboardError(f"cannot read the benchmark and graph lists in "
+                             f"{html_dir}/index.json ({err}); did asv publish succeed?") from None
+
+
 def fill_missing_graphs(html_dir):
     """Write an empty graph file wherever asv's pages will ask for one that ``asv publish``
     did not write: the summary of a benchmark with no result yet (one added or renamed since
@@ -178,13 +189,7 @@ def fill_missing_graphs(html_dir):
     Returns the paths filled, relative to ``html_dir``."""
     from asv.graph import Graph
 
-    try:
-        with open(os.path.join(html_dir, "index.json")) as f:
-            index = json.load(f)
-        names, combinations = index["benchmarks"], index["graph_param_list"]
-    except (OSError, ValueError, KeyError) as err:
-        raise DashboardError(f"cannot read the benchmark list in {html_dir}/index.json "
-                             f"({err}); did asv publish succeed?") from None
+    names, combinations = _published_lists(html_dir)
     wanted = [os.path.join("graphs", "summary", name) for name in names]
     wanted += [Graph.get_file_path(params, name) for params in combinations for name in names]
     filled = []
@@ -202,13 +207,9 @@ def load_marks(html_dir, results_dir):
     """{graph file, relative to ``html_dir`` without .json: {commit hash: why}} for every
     benchmark measured while its machine's load record says the machine was busy
     (``results.measured_under_load``): the graphs asv publish wrote for that result."""
-    try:
-        with open(os.path.join(html_dir, "index.json")) as f:
-            combinations = json.load(f)["graph_param_list"]
-    except (OSError, ValueError, KeyError) as err:
-        raise DashboardError(f"cannot read the graph list in {html_dir}/index.json ({err}); "
-                             "did asv publish succeed?") from None
     from asv.graph import Graph
+
+    combinations = _published_lists(html_dir)[1]
 
     marks = {}
     for machine in results.machines(results_dir):
