@@ -203,6 +203,49 @@ def test_a_speed_each_fork_server_draws_varies_between_rounds_and_is_not_flagged
     assert _mark(alike) == "+"
 
 
+def _first_and_second(sides, fresh_modes):
+    """One case measured as ``ab`` does: a first series forked from the servers, then (where
+    it flagged) a second in new interpreters, each of which runs at ``fresh_modes``'s speed."""
+    for side, mode in zip(sides, fresh_modes):
+        side.new_interpreter = SimpleNamespace(mode=mode)
+    units = {"b.S.time_sum": "seconds"}
+    rounds = {"enough": lambda e: paired.decided(e, 1.10), "max_rounds": 16,
+              "min_rounds": paired.fewest_rounds()}
+    case = ab.measure(ab.Case({"name": "b.S.time_sum", "type": "time", "params": [],
+                               "unit": "seconds"}, 0, ""), sides, **rounds)
+    seconded = ab.confirm(ab.judge([case], units, 1.10, None), sides, say=lambda text: None,
+                          **rounds)
+    return seconded, ab.judge([case], units, 1.10, None)[0]
+
+
+def test_a_change_is_flagged_only_when_a_second_series_in_new_interpreters_sees_it_too(
+        monkeypatch):
+    """An A/A flagged ODEIntegration.time_numpy 0.74x (interval 0.64-0.87) after 7 rounds
+    forked from the servers; the same case alone right after read 1.001x and 0.994x."""
+    slow_a_servers = _server_mode_sides([1.3] * 16, [1.0] * 16, monkeypatch)
+    seconded, verdict = _first_and_second(slow_a_servers, (1.0, 1.0))
+    case = verdict.case
+    assert seconded == [case] and case.fresh
+    first, second = case.series()
+    assert len(first) >= paired.fewest_rounds() and len(second) >= paired.fewest_rounds()
+    assert verdict.mark == "?"  # the first series' 0.77x is not repeated: unresolved
+    assert 0.97 < verdict.estimate.ratio < 1.03
+    line = ab.unconfirmed_line([verdict], None)
+    assert "**Not confirmed (1):**" in line
+    assert "first 0.77" in line and "second 1.00" in line
+
+    real = _server_mode_sides([1.0] * 16, [1.25] * 16, monkeypatch)
+    seconded, verdict = _first_and_second(real, (1.0, 1.25))
+    assert seconded == [verdict.case] and verdict.mark == "+"
+    assert 1.2 < verdict.estimate.ratio < 1.3
+    assert ab.unconfirmed_line([verdict], None) == ""
+
+    # nothing flagged: no second series, whatever new interpreters would say
+    alike = _server_mode_sides([1.0] * 16, [1.0] * 16, monkeypatch)
+    seconded, verdict = _first_and_second(alike, (1.0, 1.3))
+    assert seconded == [] and verdict.case.confirm_from == 0 and verdict.mark == " "
+
+
 def test_a_fork_server_that_cannot_import_the_suite_is_closed_not_kept(monkeypatch):
     """A kept failed server would be handed to the next case of that round without an error."""
     import asv.runner

@@ -583,7 +583,8 @@ def compare_markdown(changes, *, base_name, head_name, base, head, machine, fact
         names = ", ".join(f"`{markdown.cell(c.key.benchmark + c.key.params)}` "
                           f"({c.interval[1]:.2f}–{c.interval[2]:.2f})" for c in unresolved)
         lines += [f"**Unresolved ({len(unresolved)}):** the machine moved these too much to "
-                  f"decide within the rounds allowed (95% interval wider than the factor): "
+                  f"decide within the rounds allowed (95% interval wider than the factor, or, in "
+                  f"`ab`, a change a second series of rounds did not repeat): "
                   f"{names}", ""]
     if failed:
         names = ", ".join(f"`{markdown.cell(c.key.benchmark + c.key.params)}`" for c in failed)

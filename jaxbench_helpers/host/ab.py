@@ -27,6 +27,8 @@ and have their own thresholds); other values (``track_*``, ``peakmem_*``) twice 
 when a side's two values differ (a bandwidth: it varies between processes) they get rounds and
 a paired verdict like a timing; when each side is steady but the sides differ, the value is
 measured again in new interpreters (a forked process inherits its server's heap), the same way.
+A case the rounds flag gets a second series of rounds, every process a new interpreter, and is
+a change only when that series flags it too (the same way); otherwise it is unresolved.
 
 The results are asv results (both commits, every sample), so ``asv compare``, ``report
 compare`` and the dashboard read them; the Markdown table and exit codes are those of
@@ -201,6 +203,9 @@ class Case:
     started: float = 0.0
     seconds: float = 0.0
     fresh: bool = False  # measured in new interpreters rather than forked from the servers
+    # rounds before it: the first series; from it on: the second series (new interpreters) of
+    # a case the first series flagged; 0: none
+    confirm_from: int = 0
 
     @property
     def name(self):
@@ -231,10 +236,18 @@ class Case:
                   if not r.samples and not r.failed]
         return any(isinstance(v, float) and math.isnan(v) for v in values)
 
-    def log_ratios(self):
-        """ln(B / A) of each complete round."""
-        return [math.log(b.median / a.median) for a, b in zip(self.runs["A"], self.runs["B"])
+    def log_ratios(self, start=0, stop=None):
+        """ln(B / A) of each complete round (of rounds ``start`` to ``stop``)."""
+        return [math.log(b.median / a.median)
+                for a, b in zip(self.runs["A"][start:stop], self.runs["B"][start:stop])
                 if a.median and b.median]
+
+    def series(self):
+        """The log-ratios of the first series of rounds and of the second (empty: none)."""
+        if not self.confirm_from:
+            return self.log_ratios(), []
+        return (self.log_ratios(0, self.confirm_from),
+                self.log_ratios(self.confirm_from))
 
 
 def _extra_params(benchmark):
@@ -275,7 +288,7 @@ def measure(case, sides, *, enough, max_rounds, min_rounds):
     asked (timings, values that vary), or one run per side (counts), or two per side (values
     that came out the same each time)."""
     by_label = {s.label: s for s in sides}
-    case.started = time.time()
+    case.started = case.started or time.time()
     r = 0
     while r < max_rounds:
         for label in order(r):
@@ -293,11 +306,26 @@ def measure(case, sides, *, enough, max_rounds, min_rounds):
             case.fresh, case.runs, r = True, {"A": [], "B": []}, 0
             continue
         if case.paired and r + 1 >= min_rounds and enough(paired.hodges_lehmann(
-                case.log_ratios())):
+                case.log_ratios(case.confirm_from))):
             break
         r += 1
     case.seconds = time.time() - case.started
     return case
+
+
+def confirm(verdicts, sides, *, enough, max_rounds, min_rounds, say=print):
+    """A second series of rounds, every process a new interpreter, for each paired case the
+    first series flagged; ``judge`` then calls it a change only when both series do. An A/A
+    flagged ODEIntegration.time_numpy 0.74x (interval 0.64-0.87, 7 rounds forked from the
+    servers); the same case alone right after read 1.001x and 0.994x. Costs rounds only where
+    something was flagged."""
+    flagged = [v.case for v in verdicts if v.mark in "+-" and v.case.paired]
+    for i, case in enumerate(flagged, 1):
+        case.confirm_from, case.fresh = len(case.runs["B"]), True
+        measure(case, sides, enough=enough, max_rounds=max_rounds, min_rounds=min_rounds)
+        say(f"jaxbench ab: confirming [{i}/{len(flagged)}] {case.name}{case.params}: "
+            f"{len(case.runs['B']) - case.confirm_from} rounds in new interpreters")
+    return flagged
 
 
 # ---------------------------------------------------------------- the verdict
@@ -339,6 +367,21 @@ def drift(cases, numpy_same):
     return pooled.ratio if (pooled.low > 1 or pooled.high < 1) else None
 
 
+def _estimate(case, log_ratios, shared_drift):
+    """The paired estimate of ``log_ratios`` (None: no rounds), divided by the drift both
+    sides shared where the case is a JAX timing."""
+    if not log_ratios:
+        return None
+    found = paired.hodges_lehmann(log_ratios)
+    if case.timing and shared_drift and not results.is_baseline(case.name):
+        found = found.scaled(shared_drift)
+    return found
+
+
+def _paired_mark(estimate, factor):
+    return paired.mark(estimate, factor) if paired.decided(estimate, factor) else "?"
+
+
 def judge(cases, units, factor, shared_drift, thresholds=None):
     """A Verdict per case: timings by the paired estimate at ``factor``, values by their ratio
     (instruction counts at ``results.count_factor``)."""
@@ -350,14 +393,14 @@ def judge(cases, units, factor, shared_drift, thresholds=None):
             v.mark = "!" if v.before is not None and v.after is None else (
                 "*" if v.before is None and v.after is not None else " ")
         elif case.paired:
-            v.estimate = paired.hodges_lehmann(case.log_ratios())
-            if (case.timing and shared_drift
-                    and not results.is_baseline(case.name)):
-                v.estimate = v.estimate.scaled(shared_drift)
+            first, second = (_estimate(case, ratios, shared_drift) for ratios in case.series())
             # after the last round an interval still wider than the threshold decides
             # nothing: reported as unresolved, never as a change
-            v.mark = (paired.mark(v.estimate, factor) if paired.decided(v.estimate, factor)
-                      else "?")
+            v.estimate, v.mark = first, _paired_mark(first, factor)
+            if second:
+                # a change the second series does not repeat is unresolved
+                repeated = _paired_mark(second, factor) == v.mark
+                v.estimate, v.mark = second, v.mark if repeated else "?"
         elif v.before:
             ratio = v.after / v.before
             limit = (results.count_factor(case.name + case.params, thresholds)
@@ -548,12 +591,17 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
             rounds = len(case.runs["B"])
             say(f"jaxbench ab: [{i}/{len(cases)}] {case.name}{case.params}: {rounds} "
                 f"round{'s' if rounds != 1 else ''}, {case.seconds:.1f} s")
+        units = {name: b.get("unit", "") for name, b in benchmarks.items()}
+        thresholds = asvconfig.read(conf_path).get("regressions_thresholds", {})
+        while True:  # until every flagged case has had its second series (the drift moves)
+            shared = drift(cases, numpy_same)
+            verdicts = judge(cases, units, factor, shared, thresholds)
+            if not confirm([v for v in verdicts if not v.case.confirm_from], sides,
+                           enough=lambda e: paired.decided(e, factor), max_rounds=max_rounds,
+                           min_rounds=min_rounds, say=say):
+                break
     finally:
         close(sides)
-    units = {name: b.get("unit", "") for name, b in benchmarks.items()}
-    shared = drift(cases, numpy_same)
-    thresholds = asvconfig.read(conf_path).get("regressions_thresholds", {})
-    verdicts = judge(cases, units, factor, shared, thresholds)
     if save and not same:
         benchmarks.save()
         for side in sides:
@@ -575,6 +623,11 @@ def markdown_report(comparison, *, factor, machine):
               "out (the NumPy baselines' pooled paired ratio includes 1, or there are too few "
               "of them, or the sides run different NumPy versions)")
            + f"; {comparison.seconds / 60:.1f} min")
+    seconded = [c for c in comparison.cases if c.confirm_from]
+    if seconded:
+        how += (f"; {len(seconded)} case{'s' if len(seconded) != 1 else ''} the first series "
+                "flagged measured again in new interpreters, a change only where both series "
+                "see it")
     if comparison.settings:
         how += f"; both sides with {', '.join(comparison.settings)}"
     if comparison.load is not None:
@@ -585,7 +638,24 @@ def markdown_report(comparison, *, factor, machine):
                                    use_stats=True, how=how)
     baselines = report.baselines_line(changes, factor, numpy_same=comparison.numpy_same,
                                       drift=comparison.drift)
-    return text + (f"\n{baselines}\n" if baselines else "")
+    return (text + (f"\n{baselines}\n" if baselines else "")
+            + unconfirmed_line(comparison.verdicts, comparison.drift))
+
+
+def unconfirmed_line(verdicts, shared_drift):
+    """The cases a first series flagged and the second did not: both estimates."""
+    found = []
+    for v in verdicts:
+        if v.case.confirm_from and v.mark == "?":
+            first = _estimate(v.case, v.case.series()[0], shared_drift)
+            found.append(f"`{markdown.cell(v.case.name + v.case.params)}` first "
+                         f"{first.ratio:.2f} ({first.low:.2f}–{first.high:.2f}), second "
+                         f"{v.estimate.ratio:.2f} ({v.estimate.low:.2f}–{v.estimate.high:.2f})")
+    if not found:
+        return ""
+    return (f"\n**Not confirmed ({len(found)}):** flagged by a first series of rounds forked "
+            "from the fork servers and not by a second series in new interpreters (so "
+            f"unresolved above, with the second's interval): {', '.join(found)}\n")
 
 
 def exit_code(comparison):
