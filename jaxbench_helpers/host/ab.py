@@ -368,10 +368,8 @@ def drift(cases, numpy_same):
 
 
 def _estimate(case, log_ratios, shared_drift):
-    """The paired estimate of ``log_ratios`` (None: no rounds), divided by the drift both
-    sides shared where the case is a JAX timing."""
-    if not log_ratios:
-        return None
+    """The paired estimate of ``log_ratios``, divided by the drift both sides shared where the
+    case is a JAX timing."""
     found = paired.hodges_lehmann(log_ratios)
     if case.timing and shared_drift and not results.is_baseline(case.name):
         found = found.scaled(shared_drift)
@@ -393,12 +391,14 @@ def judge(cases, units, factor, shared_drift, thresholds=None):
             v.mark = "!" if v.before is not None and v.after is None else (
                 "*" if v.before is None and v.after is not None else " ")
         elif case.paired:
-            first, second = (_estimate(case, ratios, shared_drift) for ratios in case.series())
+            first, second = case.series()
             # after the last round an interval still wider than the threshold decides
             # nothing: reported as unresolved, never as a change
-            v.estimate, v.mark = first, _paired_mark(first, factor)
-            if second:
+            v.estimate = _estimate(case, first, shared_drift)
+            v.mark = _paired_mark(v.estimate, factor)
+            if case.confirm_from:
                 # a change the second series does not repeat is unresolved
+                second = _estimate(case, second, shared_drift)
                 repeated = _paired_mark(second, factor) == v.mark
                 v.estimate, v.mark = second, v.mark if repeated else "?"
         elif v.before:
