@@ -28,7 +28,7 @@ when a side's two values differ (a bandwidth: it varies between processes) they 
 a paired verdict like a timing; when each side is steady but the sides differ, the value is
 measured again in new interpreters (a forked process inherits its server's heap), the same way.
 A case the rounds flag gets a second series of rounds, every process a new interpreter, and is
-a change only when that series flags it too (the same way); otherwise it is unresolved.
+a change only when that series marks it the same way too; otherwise it is unresolved.
 
 The results are asv results (both commits, every sample), so ``asv compare``, ``report
 compare`` and the dashboard read them; the Markdown table and exit codes are those of
@@ -201,6 +201,7 @@ class Case:
     params: str  # "('float32',)"-style label as asv shows it, "" without params
     runs: dict = field(default_factory=lambda: {"A": [], "B": []})
     started: float = 0.0
+    # from its first round to its last: a second series comes after every other case's first
     seconds: float = 0.0
     fresh: bool = False  # measured in new interpreters rather than forked from the servers
     # rounds before it: the first series; from it on: the second series (new interpreters) of
@@ -315,7 +316,7 @@ def measure(case, sides, *, enough, max_rounds, min_rounds):
 
 def confirm(verdicts, sides, *, enough, max_rounds, min_rounds, say=print):
     """A second series of rounds, every process a new interpreter, for each paired case the
-    first series flagged; ``judge`` then calls it a change only when both series do. An A/A
+    first series flagged; ``judge`` then calls it a change only when both series mark it so. An A/A
     flagged ODEIntegration.time_numpy 0.74x (interval 0.64-0.87, 7 rounds forked from the
     servers); the same case alone right after read 1.001x and 0.994x. Costs rounds only where
     something was flagged."""
