@@ -162,7 +162,13 @@ def _start(version, python, patterns, cpu, tmp_path_factory):
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
                           capture_output=True, text=True).stdout.strip()
     conf = config(tmp_path, repo)
-    rc, out = asv(conf, "machine", "--yes", "--machine", "span")
+    # asv rewrites ~/.asv-machine.json in place at every start, so lanes starting together
+    # could read each other's half-written file: each lane's asv has a home of its own
+    home = tmp_path / "home"
+    home.mkdir()
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    env = {"HOME": str(home), "XDG_CACHE_HOME": cache}  # the cache keeps the built counts shim
+    rc, out = asv(conf, "machine", "--yes", "--machine", "span", env=env)
     assert rc == 0, out
     log = open(tmp_path / "run.log", "w")
     # saved (into tmp_path), not --dry-run: the results say which case was n/a; asv saves an
@@ -170,7 +176,7 @@ def _start(version, python, patterns, cpu, tmp_path_factory):
     bench = [arg for pattern in patterns for arg in ("--bench", pattern)]
     proc = start_asv(conf, "run", f"--environment=existing:{python}", "--quick",
                      "--show-stderr", "--set-commit-hash", head, "--machine", "span", *bench,
-                     env={"JAXBENCH_PROFILE": "quick"}, log=log, cpus={cpu})
+                     env=dict(env, JAXBENCH_PROFILE="quick"), log=log, cpus={cpu})
     return proc, log, tmp_path / "results"
 
 
