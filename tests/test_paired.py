@@ -232,7 +232,8 @@ def test_a_change_is_flagged_only_when_a_second_series_in_new_interpreters_sees_
     assert len(first) >= paired.fewest_rounds() and len(second) >= paired.fewest_rounds()
     assert verdict.mark == "?"  # the first series' 0.77x is not repeated: unresolved
     assert 0.97 < verdict.estimate.ratio < 1.03
-    line = ab.unconfirmed_line([verdict], None)
+    assert verdict.unconfirmed and 0.7 < verdict.first.ratio < 0.8
+    line = ab.unconfirmed_line([verdict])
     assert "**Not confirmed (1):**" in line
     assert "first 0.77" in line and "second 1.00" in line
 
@@ -240,7 +241,8 @@ def test_a_change_is_flagged_only_when_a_second_series_in_new_interpreters_sees_
     seconded, verdict = _first_and_second(real, (1.0, 1.25))
     assert seconded == [verdict.case] and verdict.mark == "+"
     assert 1.2 < verdict.estimate.ratio < 1.3
-    assert ab.unconfirmed_line([verdict], None) == ""
+    assert not verdict.unconfirmed and 1.2 < verdict.first.ratio < 1.3
+    assert ab.unconfirmed_line([verdict]) == ""
 
     # new interpreters that each draw a speed of their own spread wider than forks: 16 rounds
     # of them leave a real 1.15x change's interval wider than the threshold, yet it is the
@@ -257,6 +259,7 @@ def test_a_change_is_flagged_only_when_a_second_series_in_new_interpreters_sees_
     alike = _server_mode_sides([1.0] * 16, [1.0] * 16, monkeypatch)
     seconded, verdict = _first_and_second(alike, (1.0, 1.3))
     assert seconded == [] and verdict.case.confirm_from == 0 and verdict.mark == " "
+    assert verdict.first is None and not verdict.unconfirmed
 
 
 def test_a_fork_server_that_cannot_import_the_suite_is_closed_not_kept(monkeypatch):

@@ -21,10 +21,10 @@ import sys
 
 import pytest
 
-from jaxbench_helpers.analysis import results
+from jaxbench_helpers.analysis import paired, results
 from jaxbench_helpers.common import quiet
 from jaxbench_helpers.common.machine import ensure_described
-from jaxbench_helpers.host import history
+from jaxbench_helpers.host import ab, history
 from jaxbench_helpers.selftest import plants, sensitivity
 
 RELEASE = "0.10.2"
@@ -341,7 +341,9 @@ def test_markdown_names_the_smallest_clean_fraction_per_phase():
     assert "each trial one interleaved A/B (`ab`)" in text
     # drift: the median ratio of what the plant cannot touch; none in the compile trials
     rows = [line for line in text.split("## Trials")[1].splitlines() if line.startswith("| ")]
-    assert rows[2].split("|")[6].strip() == "—" and rows[4].split("|")[6].strip() == "1.30×"
+    assert rows[0].split("|")[6].strip() == "not confirmed"
+    assert rows[2].split("|")[6].strip() == "0: —"
+    assert rows[2].split("|")[7].strip() == "—" and rows[4].split("|")[7].strip() == "1.30×"
     text = sensitivity.markdown([hit], release=RELEASE, phases=["compile"], fractions=[0.5],
                                 factor=1.05, profile="regular", machine="m", bench=["x"],
                                 rounds=6, method="asv")
@@ -349,6 +351,39 @@ def test_markdown_names_the_smallest_clean_fraction_per_phase():
     assert "the profile's rounds" in sensitivity.markdown(
         [hit], release=RELEASE, phases=["compile"], fractions=[0.5], factor=1.05,
         profile="regular", machine="m", bench=["x"], method="asv")
+
+
+def test_an_ab_trial_names_a_flag_its_second_series_did_not_repeat():
+    def verdict(name, mark, ratio, first=None):
+        case = ab.Case({"name": name, "type": "time"}, 0, "('float32')")
+        return ab.Verdict(case, "seconds", 1.0, ratio, paired.Estimate(ratio, ratio - 0.02,
+                                                                        ratio + 0.02, 16),
+                          mark, None if first is None else paired.Estimate(first, first - 0.02,
+                                                                           first + 0.02, 6))
+
+    trial = sensitivity.judge_ab("trace", [
+        verdict("bench_a.W.time_trace", "+", 1.11, first=1.12),  # repeated: detected
+        verdict("bench_b.W.time_trace", "?", 1.04, first=1.09),  # the plant, not repeated
+        verdict("bench_a.W.time_numpy", "?", 1.00, first=0.90),  # noise, turned away
+        verdict("bench_a.W.time_run", " ", 1.01),  # never flagged: no second series
+    ])
+    assert [c.name for c in trial.detected] == ["bench_a.W.time_trace('float32')"]
+    assert [c.name for c in trial.missed] == ["bench_b.W.time_trace('float32')"]
+    assert trial.unrelated == [] and len(trial.quiet) == 2
+    assert [(c.name, c.ratio) for c in trial.unconfirmed] == [
+        ("bench_a.W.time_numpy('float32')", 0.90), ("bench_b.W.time_trace('float32')", 1.09)]
+    trial.fraction, trial.commit = 0.1, "d" * 40
+    text = sensitivity.markdown([trial], release=RELEASE, phases=["trace"], fractions=[0.1],
+                                factor=1.05, profile="regular", machine="m", bench=["x"])
+    row = next(line for line in text.split("## Trials")[1].splitlines()
+               if line.startswith("| trace"))
+    assert row.split("|")[6].strip() == (
+        "2: `bench_a.W.time_numpy('float32')` 0.90×, `bench_b.W.time_trace('float32')` 1.09×")
+    assert "Not confirmed: cases the first series" in text
+    asv_text = sensitivity.markdown([trial], release=RELEASE, phases=["trace"], fractions=[0.1],
+                                    factor=1.05, profile="regular", machine="m", bench=["x"],
+                                    method="asv")
+    assert "not confirmed" not in asv_text.lower()
 
 
 def test_bad_input_is_a_clear_error(capsys):

@@ -340,6 +340,12 @@ class Verdict:
     after: object
     estimate: paired.Estimate = None  # timing: the drift-normalised paired ratio
     mark: str = " "
+    first: paired.Estimate = None  # where a second series ran: the first series' estimate
+
+    @property
+    def unconfirmed(self):
+        """A first series flagged it and the second series did not repeat the flag."""
+        return self.first is not None and self.mark == "?"
 
 
 def _side_value(case, label):
@@ -402,7 +408,7 @@ def judge(cases, units, factor, shared_drift, thresholds=None):
                 # the same mark (beyond the factor, the interval excluding no change), not for
                 # an interval narrowed within the threshold too: new interpreters spread wider
                 # than forks, and a 10% dispatch plant read 1.18x undecided after 16 of them
-                second = _estimate(case, second, shared_drift)
+                v.first, second = v.estimate, _estimate(case, second, shared_drift)
                 repeated = paired.mark(second, factor) == v.mark
                 v.estimate, v.mark = second, v.mark if repeated else "?"
         elif v.before:
@@ -643,17 +649,16 @@ def markdown_report(comparison, *, factor, machine):
     baselines = report.baselines_line(changes, factor, numpy_same=comparison.numpy_same,
                                       drift=comparison.drift)
     return (text + (f"\n{baselines}\n" if baselines else "")
-            + unconfirmed_line(comparison.verdicts, comparison.drift))
+            + unconfirmed_line(comparison.verdicts))
 
 
-def unconfirmed_line(verdicts, shared_drift):
+def unconfirmed_line(verdicts):
     """The cases a first series flagged and the second did not: both estimates."""
     found = []
     for v in verdicts:
-        if v.case.confirm_from and v.mark == "?":
-            first = _estimate(v.case, v.case.series()[0], shared_drift)
+        if v.unconfirmed:
             found.append(f"`{markdown.cell(v.case.name + v.case.params)}` first "
-                         f"{first.ratio:.2f} ({first.low:.2f}–{first.high:.2f}), second "
+                         f"{v.first.ratio:.2f} ({v.first.low:.2f}–{v.first.high:.2f}), second "
                          f"{v.estimate.ratio:.2f} ({v.estimate.low:.2f}–{v.estimate.high:.2f})")
     if not found:
         return ""

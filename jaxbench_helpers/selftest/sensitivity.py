@@ -126,6 +126,8 @@ class Trial:
     missed: list = field(default_factory=list)  # [Change] of the phase, not flagged
     unrelated: list = field(default_factory=list)  # [Change] of other phases, flagged
     quiet: list = field(default_factory=list)  # [Change] of other phases, not flagged
+    # [Change] (the first series' ratio) flagged by ab's first series, not by its second
+    unconfirmed: list = field(default_factory=list)
     failed: list = field(default_factory=list)  # names without a value at one commit
     seconds: float = 0.0
     reference: tuple = None  # counts: the reference count without and with the plant
@@ -193,6 +195,8 @@ def judge_ab(phase, verdicts):
             (trial.detected if v.mark == "+" else trial.missed).append(change)
         else:
             (trial.unrelated if v.mark in ("+", "-") else trial.quiet).append(change)
+        if v.unconfirmed:
+            trial.unconfirmed.append(Change(name, v.first.ratio, phases))
     return trial
 
 
@@ -566,19 +570,29 @@ def markdown(trials, *, release, phases, fractions, factor, profile, machine, be
         lines.append(f"| {phase} | {plants.describe(phase)} | "
                      f"{', '.join(f'{f:.0%}' for f in tried) or '—'} | "
                      f"{'**not detected**' if best is None else f'{best:.0%}'} |")
+    unconfirmed = method == "ab"
     lines += ["", "## Trials", "",
-              "| phase | planted | detected by | missed | unrelated flagged | drift | minutes |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+              "| phase | planted | detected by | missed | unrelated flagged | "
+              + ("not confirmed | " if unconfirmed else "") + "drift | minutes |",
+              "| --- " * (8 if unconfirmed else 7) + "|"]
     for t in trials:
         drift = "—" if t.drift is None else f"{t.drift:.2f}×"
         lines.append(f"| {t.phase} | {t.fraction:.0%} (`{t.commit[:8]}`) | "
                      f"{len(t.detected)}: {_changes(t.detected)} | "
                      f"{len(t.missed)}: {_changes(t.missed, 3)} | "
-                     f"{len(t.unrelated)}: {_changes(t.unrelated)} | {drift} | "
-                     f"{t.seconds / 60:.1f} |")
+                     f"{len(t.unrelated)}: {_changes(t.unrelated)} | "
+                     + (f"{len(t.unconfirmed)}: {_changes(t.unconfirmed)} | " if unconfirmed
+                        else "")
+                     + f"{drift} | {t.seconds / 60:.1f} |")
     lines += ["", "Drift: the median planted / release ratio of the benchmarks the plant cannot "
               "touch, i.e. how far the machine itself moved between the two commits' "
               "processes; every ratio in that trial carries it."]
+    if unconfirmed:
+        lines += ["", "Not confirmed: cases the first series of rounds (forked from the fork "
+                  "servers) flagged and a second series in new interpreters did not, with the "
+                  "first series' ratio; they count as not flagged in the other columns. A case "
+                  "of the planted phase here, slower, is a detection the second series cost; "
+                  "any other, a flag it turned away."]
     noise = sorted(len(t.unrelated) for t in trials)
     if noise:
         lines += ["", f"Unrelated benchmarks flagged per trial: median "
