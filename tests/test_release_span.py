@@ -27,6 +27,7 @@ from asv_tools import asv, benchmark_names, config, git_repo, start_asv
 from jaxbench_helpers.common import paths
 from jaxbench_helpers.host import history, pythons
 from jaxbench_helpers.install import step as install
+from jaxbench_helpers.runtime import counts
 from jaxbench_helpers.runtime.versions import release
 
 pytestmark = pytest.mark.slow
@@ -166,8 +167,8 @@ def _start(version, python, patterns, cpu, tmp_path_factory):
     # could read each other's half-written file: each lane's asv has a home of its own
     home = tmp_path / "home"
     home.mkdir()
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    env = {"HOME": str(home), "XDG_CACHE_HOME": cache}  # the cache keeps the built counts shim
+    # the real cache keeps the built counts shim
+    env = {"HOME": str(home), "XDG_CACHE_HOME": os.path.dirname(counts._cache_dir())}
     rc, out = asv(conf, "machine", "--yes", "--machine", "span", env=env)
     assert rc == 0, out
     log = open(tmp_path / "run.log", "w")

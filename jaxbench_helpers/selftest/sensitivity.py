@@ -570,24 +570,23 @@ def markdown(trials, *, release, phases, fractions, factor, profile, machine, be
         lines.append(f"| {phase} | {plants.describe(phase)} | "
                      f"{', '.join(f'{f:.0%}' for f in tried) or '—'} | "
                      f"{'**not detected**' if best is None else f'{best:.0%}'} |")
-    unconfirmed = method == "ab"
-    lines += ["", "## Trials", "",
-              "| phase | planted | detected by | missed | unrelated flagged | "
-              + ("not confirmed | " if unconfirmed else "") + "drift | minutes |",
-              "| --- " * (8 if unconfirmed else 7) + "|"]
+    show_unconfirmed = method == "ab"  # only ab has a second series
+    columns = ["phase", "planted", "detected by", "missed", "unrelated flagged"]
+    columns += ["not confirmed"] * show_unconfirmed + ["drift", "minutes"]
+    lines += ["", "## Trials", "", "| " + " | ".join(columns) + " |",
+              "| --- " * len(columns) + "|"]
     for t in trials:
-        drift = "—" if t.drift is None else f"{t.drift:.2f}×"
-        lines.append(f"| {t.phase} | {t.fraction:.0%} (`{t.commit[:8]}`) | "
-                     f"{len(t.detected)}: {_changes(t.detected)} | "
-                     f"{len(t.missed)}: {_changes(t.missed, 3)} | "
-                     f"{len(t.unrelated)}: {_changes(t.unrelated)} | "
-                     + (f"{len(t.unconfirmed)}: {_changes(t.unconfirmed)} | " if unconfirmed
-                        else "")
-                     + f"{drift} | {t.seconds / 60:.1f} |")
+        cells = [t.phase, f"{t.fraction:.0%} (`{t.commit[:8]}`)",
+                 f"{len(t.detected)}: {_changes(t.detected)}",
+                 f"{len(t.missed)}: {_changes(t.missed, 3)}",
+                 f"{len(t.unrelated)}: {_changes(t.unrelated)}"]
+        cells += [f"{len(t.unconfirmed)}: {_changes(t.unconfirmed)}"] * show_unconfirmed
+        cells += ["—" if t.drift is None else f"{t.drift:.2f}×", f"{t.seconds / 60:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Drift: the median planted / release ratio of the benchmarks the plant cannot "
               "touch, i.e. how far the machine itself moved between the two commits' "
               "processes; every ratio in that trial carries it."]
-    if unconfirmed:
+    if show_unconfirmed:
         lines += ["", "Not confirmed: cases the first series of rounds (forked from the fork "
                   "servers) flagged and a second series in new interpreters did not, with the "
                   "first series' ratio; they count as not flagged in the other columns. A case "
