@@ -27,7 +27,7 @@ from asv_tools import asv, benchmark_names, config, git_repo, start_asv
 from jaxbench_helpers.common import paths
 from jaxbench_helpers.host import history, pythons
 from jaxbench_helpers.install import step as install
-from jaxbench_helpers.runtime import counts
+from jaxbench_helpers.runtime import user_cache
 from jaxbench_helpers.runtime.versions import release
 
 pytestmark = pytest.mark.slow
@@ -168,7 +168,7 @@ def _start(version, python, patterns, cpu, tmp_path_factory):
     home = tmp_path / "home"
     home.mkdir()
     # the real cache keeps the built counts shim
-    env = {"HOME": str(home), "XDG_CACHE_HOME": os.path.dirname(counts._cache_dir())}
+    env = {"HOME": str(home), "XDG_CACHE_HOME": os.path.dirname(user_cache.folder())}
     rc, out = asv(conf, "machine", "--yes", "--machine", "span", env=env)
     assert rc == 0, out
     log = open(tmp_path / "run.log", "w")

@@ -22,13 +22,12 @@ import urllib.parse
 import urllib.request
 
 from ..analysis import results
+from ..runtime import user_cache
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboard")
 LIBRARIES = os.path.join(ASSETS, "libraries.json")
 OWN_FILES = ("jaxbench.js", "reading.html")
 VENDOR = "vendor"
-# the tarballs, kept between publishes
-CACHE = os.path.join(os.path.expanduser("~"), ".cache", "jaxbench", "npm")
 REGISTRY = "https://registry.npmjs.org"
 TAG = re.compile(r"<(?:script|link)\b[^>]*>")
 OWN_SCRIPT = '<script type="text/javascript" src="jaxbench.js"></script>'
@@ -56,8 +55,10 @@ def _registry():
     return (os.environ.get("npm_config_registry") or REGISTRY).rstrip("/")
 
 
-def tarball(package, version, cache=CACHE):
-    """The npm package's tarball, downloaded once into ``cache``."""
+def tarball(package, version, cache=None):
+    """The npm package's tarball, downloaded once into ``cache`` (default: the user's cache
+    folder, kept between publishes)."""
+    cache = cache or user_cache.folder("npm")
     name = f"{package}-{version}.tgz"
     path = os.path.join(cache, name)
     if os.path.exists(path):
@@ -77,7 +78,7 @@ def tarball(package, version, cache=CACHE):
     return path
 
 
-def library_bytes(library, cache=CACHE):
+def library_bytes(library, cache=None):
     """The file of ``library``, checked against its pinned sha256."""
     path = tarball(library["package"], library["version"], cache)
     member = f"package/{library['file']}"
@@ -132,7 +133,7 @@ def external_addresses(index_html):
     return found
 
 
-def make_offline(html_dir, cache=CACHE):
+def make_offline(html_dir, cache=None):
     """Make the dashboard at ``html_dir`` load nothing from outside it, and add jaxbench's
     script and reading page, and an empty graph wherever a page would ask for a missing one;
     running it again changes nothing."""

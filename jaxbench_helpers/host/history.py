@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass
 
 from ..common import git
+from ..runtime import user_cache
 from ..runtime.versions import VersionError, admits, is_final, version_key
 from . import pythons
 
@@ -80,7 +81,7 @@ def available_versions():
 
 
 def default_cache():
-    return os.path.join(os.path.expanduser("~"), ".cache", "jaxbench", "sdists")
+    return user_cache.folder("sdists")
 
 
 def sdist_path(cache, version):

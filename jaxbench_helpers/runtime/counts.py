@@ -88,7 +88,7 @@ import tempfile
 import time
 import traceback
 
-from . import platform, profiles, workload
+from . import platform, profiles, user_cache, workload
 
 # analysis.results.COUNT_UNIT names the same unit (the report and ab judge counts by it)
 UNIT = "CPU instructions"
@@ -327,14 +327,9 @@ def missing_tools():
     return None
 
 
-def _cache_dir():
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "jaxbench")
-
-
 def _shim_path():
     digest = hashlib.sha256(SHIM_SOURCE.encode()).hexdigest()[:16]
-    return os.path.join(_cache_dir(), f"callgrind-shim-{host_platform.machine()}-{digest}.so")
+    return user_cache.folder(f"callgrind-shim-{host_platform.machine()}-{digest}.so")
 
 
 def shim_library():
