@@ -679,3 +679,43 @@ def test_compare_says_what_the_numpy_baselines_did_when_both_ran_one_numpy(
     assert "1 of 2 flagged at 1.1" in line  # bench_z's code changed: not comparable, left out
     assert "ratios of medians (HEAD / BASE) 1.000–1.300." in line
     assert "may be the host's" in line and "divided by the drift" not in line
+
+
+@pytest.mark.parametrize("busy_case", ["bench_x.W.time_numpy", "bench_x.W.time_run"])
+def test_compare_names_the_cases_measured_under_load(tmp_path, busy_case):
+    """A case a busy run's load record covers is counted with its side, and a flagged one is
+    sent to `ab`; a quiet record of the same run names nothing."""
+    repo, commits = _two_results(tmp_path, (20406.0, 20406.0))
+    folder = tmp_path / "results" / "synthetic"
+    # HEAD's case measured at 10:00 for 30 s, in a busy main run (bench_x's baseline is 1.3x
+    # slower at HEAD, time_run unchanged)
+    path = folder / f"{commits[1][:8]}-{ENV}.json"
+    data = json.loads(path.read_text())
+    at = datetime.datetime(2026, 12, 1, 10, tzinfo=datetime.timezone.utc)
+    data["results"][busy_case][3:5] = [at.timestamp() * 1000, 30.0]
+    path.write_text(json.dumps(data))
+    busy = quiet.LoadRecord("main", (at - datetime.timedelta(minutes=5)).isoformat(),
+                            (at + datetime.timedelta(minutes=5)).isoformat(), 600.0,
+                            others_share=0.25)
+    quiet.write_record(busy, str(folder / quiet.RECORD_NAME))
+    out = tmp_path / "comment.md"
+
+    def load_lines():
+        report.main(["compare", *commits, "--results-dir", str(tmp_path / "results"),
+                     "--repo", repo, "--factor", "1.1", "-o", str(out)])
+        return [x for x in out.read_text().splitlines() if x.startswith("**Measured under")]
+
+    (line,) = load_lines()
+    assert f"HEAD (`{commits[1][:8]}`) 1 of 4 cases ran while" in line
+    assert "BASE" not in line
+    assert "UNDER LOAD: other processes used 25.0%" in line
+    if busy_case == "bench_x.W.time_numpy":
+        assert "Flagged among them (1): `bench_x.W.time_numpy` (1.30)" in line
+        assert "measure them again with `ab`" in line
+    else:
+        assert line.endswith("None of them is flagged here.")
+
+    os.remove(folder / quiet.RECORD_NAME)
+    quiet.write_record(quiet.LoadRecord(busy.command, busy.started, busy.ended, busy.seconds),
+                       str(folder / quiet.RECORD_NAME))
+    assert load_lines() == []

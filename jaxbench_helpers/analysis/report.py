@@ -24,7 +24,7 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 
-from ..common import asvconfig, markdown, paths
+from ..common import asvconfig, markdown, paths, quiet
 from ..runtime import versions
 from . import results
 from .results import ResultsError as ReportError
@@ -622,6 +622,40 @@ def baselines_line(changes, factor, *, numpy_same, drift=None):
     return line
 
 
+def load_line(changes, under_load, base, head):
+    """Which compared cases of each side the machine's load record (``quiet.jsonl`` beside the
+    results) says were measured while other processes used the machine, and which of them are
+    flagged; None where none was. ``under_load``: ``results.measured_under_load``'s list."""
+    loaded = {}  # (commit, benchmark, environment) -> the busy run's record
+    for result, name, record in under_load:
+        loaded[(result.commit_hash, name, result.env_name)] = record
+    sides, records, flagged = [], {}, []
+    for label, commit in (("BASE", base), ("HEAD", head)):
+        hit = [c for c in changes if (commit, c.key.benchmark, c.key.env) in loaded]
+        if not hit:
+            continue
+        sides.append(f"{label} (`{commit[:8]}`) {len(hit)} of {len(changes)} cases")
+        for c in hit:
+            record = loaded[(commit, c.key.benchmark, c.key.env)]
+            records[(record.command, record.started)] = record
+            if c.mark in "+-" and c not in flagged:
+                flagged.append(c)
+    if not sides:
+        return None
+    runs = "; ".join(f"`{r.command}` from {r.started[:19]}: {r.summary()}"
+                     for r in records.values())
+    line = (f"**Measured under load:** {', '.join(sides)} ran while the machine's load record "
+            f"(`{quiet.RECORD_NAME}` beside the results) says other processes used it ({runs}). ")
+    if flagged:
+        names = ", ".join(f"`{markdown.cell(c.key.benchmark + c.key.params)}` ({c.ratio:.2f})"
+                          for c in flagged)
+        line += (f"Flagged among them ({len(flagged)}): {names}; their ratios may be the load's: "
+                 "measure them again with `ab`.")
+    else:
+        line += "None of them is flagged here."
+    return line
+
+
 def same_numpy(found, base, head):
     """Whether both commits' measurements (``found``, as ``results.load_measurements`` gives
     them) record one NumPy version (``track_numpy_version``) in every environment; False when
@@ -720,9 +754,9 @@ def compare_main(argv):
     text = compare_markdown(changes, base_name=args.base, head_name=args.head, base=hashes[0],
                             head=hashes[1], machine=machine, factor=args.factor,
                             use_stats=args.use_stats)
-    baselines = baselines_line(changes, args.factor,
-                               numpy_same=same_numpy(found, *hashes))
-    markdown.write(text + (f"\n{baselines}\n" if baselines else ""), args.output)
+    notes = [baselines_line(changes, args.factor, numpy_same=same_numpy(found, *hashes)),
+             load_line(changes, results.measured_under_load(results_dir, machine), *hashes)]
+    markdown.write(text + "".join(f"\n{note}\n" for note in notes if note), args.output)
     return compare_exit_code(changes)
 
 
