@@ -61,10 +61,73 @@ def test_our_children_count_as_ours_and_detached_processes_as_others(tmp_path):
     time.sleep(0.2)  # let it exit
     after = quiet.Reading.now(os.getpid())
     assert after.ours - before.ours >= 1.2 * quiet.TICKS  # the child's CPU time is ours
-    theirs = {name: ticks - before.others_by_name.get(name, 0)
-              for name, ticks in after.others_by_name.items()}
+    theirs = quiet.others_ticks(before, after)
     assert max(theirs.values()) >= 1.0 * quiet.TICKS  # the detached loop is another's
-    assert f"python[{child.pid}]" not in after.others_by_name
+    assert child.pid not in theirs
+
+
+def wait_for(path, what):
+    deadline = time.time() + 60
+    while not path.exists():
+        assert time.time() < deadline, f"{what} never happened"
+        time.sleep(0.05)
+
+
+def test_a_descendant_that_leaves_our_tree_takes_none_of_its_past_to_the_others(tmp_path):
+    """Its parent ends and it is reparented outside our tree: its past CPU time was ours."""
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    orphan = (BUSY.format(seconds=1.0) + f"import os, time\nopen({str(ready)!r}, 'w')"
+              ".write(str(os.getpid()))\ntime.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", {orphan!r}])
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.05)
+        """)])
+    wait_for(ready, "the grandchild's CPU time")
+    pid = int(ready.read_text())
+    try:
+        before = quiet.Reading.now(os.getpid())
+        assert pid in before.tree and before.processes[pid][1] >= 0.8 * quiet.TICKS
+        go.touch()
+        parent.wait()
+        after = quiet.Reading.now(os.getpid())
+        assert pid in after.processes and pid not in after.tree  # reparented, asleep
+        assert quiet.others_ticks(before, after).get(pid, 0) <= 0.1 * quiet.TICKS
+    finally:
+        os.kill(pid, 9)
+
+
+def test_another_process_that_ends_is_not_counted_again_through_its_reaper(tmp_path):
+    """A process of another's ends and its parent reaps it: the parent's reaped-children ticks
+    jump by the whole life of it, of which the earlier reading had counted all but the end."""
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    script = tmp_path / "loop.py"
+    script.write_text(BUSY.format(seconds=2.0) + textwrap.dedent(f"""
+        import os, time
+        open({str(ready)!r}, "w").write(str(os.getpid()))
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.02)
+        """))
+    # its reaper is a shell outside our tree (the outer one exits at once) that lives on
+    subprocess.run(["sh", "-c", f"sh -c '{sys.executable} {script}; sleep 30' "
+                    ">/dev/null 2>&1 &"], check=True)
+    wait_for(ready, "the detached loop's CPU time")
+    pid = int(ready.read_text())
+    before = quiet.Reading.now(os.getpid())
+    lived, reaper = before.processes[pid][1], before.processes[pid][0]
+    assert pid not in before.tree and lived >= 1.6 * quiet.TICKS
+    go.touch()
+    deadline = time.time() + 60
+    while os.path.exists(f"/proc/{pid}"):  # ended and reaped
+        assert time.time() < deadline, "the detached loop never ended"
+        time.sleep(0.02)
+    after = quiet.Reading.now(os.getpid())
+    os.kill(reaper, 9)
+    theirs = sum(quiet.others_ticks(before, after).values())
+    seconds = after.at - before.at
+    # a short interval: all the machine's CPUs in it are far below the loop's two seconds
+    assert theirs < lived / 2, (theirs, lived, seconds)
 
 
 def test_others_are_seen_by_a_look():

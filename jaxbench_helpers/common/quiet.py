@@ -54,13 +54,12 @@ class BusyMachine(RuntimeError):
 # ---------------------------------------------------------------- /proc
 
 
-def _cpu_ticks():
-    """(busy ticks, steal ticks, CPUs) of the whole machine since boot, from /proc/stat."""
+def _steal_ticks():
+    """(the hypervisor's steal ticks since boot, CPUs), from /proc/stat."""
     with open("/proc/stat") as f:
         fields = f.readline().split()
-    values = [int(v) for v in fields[1:]]
-    user, nice, system, idle, iowait, irq, softirq, steal = (values + [0] * 8)[:8]
-    return user + nice + system + irq + softirq, steal, os.cpu_count() or 1
+    steal = int(fields[8]) if len(fields) > 8 else 0
+    return steal, os.cpu_count() or 1
 
 
 def _processes():
@@ -98,44 +97,63 @@ def _tree(processes, root):
 
 @dataclass
 class Reading:
-    """One look at the machine: cumulative ticks."""
+    """One look at the machine: every process's cumulative ticks, and which are ours."""
 
     at: float
-    busy: int
     steal: int
-    ours: int
     cpus: int
-    others_by_name: dict = field(default_factory=dict)
+    processes: dict  # {pid: (ppid, ticks, command name)}
+    tree: set  # the timed command and its descendants
 
     @classmethod
     def now(cls, root):
-        busy, steal, cpus = _cpu_ticks()
+        steal, cpus = _steal_ticks()
         processes = _processes()
-        tree = _tree(processes, root)
-        ours = sum(processes[p][1] for p in tree if p in processes)
-        by_name = {}
-        for pid, (_, ticks, name) in processes.items():
-            if pid not in tree:
-                by_name[f"{name}[{pid}]"] = ticks
-        return cls(time.time(), busy, steal, ours, cpus, by_name)
+        return cls(time.time(), steal, cpus, processes, _tree(processes, root))
+
+    @property
+    def ours(self):
+        return sum(self.processes[pid][1] for pid in self.tree if pid in self.processes)
+
+
+def others_ticks(a, b):
+    """{pid: ticks} that processes other than ours used between two readings.
+
+    Each other process's own growth, never the machine's busy time less ours: that difference
+    turns our own accounting into others' load (a descendant that leaves our tree takes its
+    whole life's ticks with it; one that ends while /proc is being read is counted by neither
+    reading). A process of another's that ended between the readings is taken off its reaper,
+    whose reaped-children ticks now hold its whole life while the earlier readings counted
+    all but the last part. Interrupt time, which no process owns, is left out.
+    """
+    used = {}
+    for pid, (_, ticks, _) in b.processes.items():
+        if pid not in b.tree:
+            before = a.processes.get(pid)
+            used[pid] = ticks - (before[1] if before else 0)
+    for pid, (ppid, ticks, _) in a.processes.items():
+        if (pid not in b.processes and pid not in a.tree
+                and ppid not in a.tree and ppid not in b.tree):
+            used[ppid] = used.get(ppid, 0) - ticks
+    return used
+
+
+def _capacity(a, b):
+    return max((b.at - a.at) * TICKS * a.cpus, 1e-9)
 
 
 def others_share(a, b):
     """(share of the machine's CPU time other processes used between two readings, steal
     share)."""
-    capacity = max((b.at - a.at) * TICKS * a.cpus, 1e-9)
-    others = max(0, (b.busy - a.busy) - (b.ours - a.ours))
-    return min(1.0, others / capacity), max(0, b.steal - a.steal) / capacity
+    others = max(0, sum(others_ticks(a, b).values()))
+    return min(1.0, others / _capacity(a, b)), max(0, b.steal - a.steal) / _capacity(a, b)
 
 
-def busiest(a, b, top=3):
-    """The processes (not ours) that used the most CPU between two readings."""
-    used = {name: ticks - a.others_by_name.get(name, 0)
-            for name, ticks in b.others_by_name.items()}
-    seconds = max(b.at - a.at, 1e-9)
+def busiest(used, names, seconds, top=3):
+    """The processes that used the most of ``used`` ({pid: ticks}) over ``seconds``."""
     ranked = sorted(used.items(), key=lambda kv: -kv[1])[:top]
-    return [f"{name} {100 * ticks / TICKS / seconds:.0f}% of a CPU"
-            for name, ticks in ranked if ticks > 0]
+    return [f"{names.get(pid, '?')}[{pid}] {100 * ticks / TICKS / max(seconds, 1e-9):.0f}% "
+            "of a CPU" for pid, ticks in ranked if ticks > 0]
 
 
 def look(seconds=LOOK_SECONDS, root=None):
@@ -145,7 +163,8 @@ def look(seconds=LOOK_SECONDS, root=None):
     time.sleep(seconds)
     b = Reading.now(root)
     share, steal = others_share(a, b)
-    return share, steal, busiest(a, b)
+    names = {pid: name for pid, (_, _, name) in b.processes.items()}
+    return share, steal, busiest(others_ticks(a, b), names, b.at - a.at)
 
 
 # ---------------------------------------------------------------- system checks
@@ -296,41 +315,56 @@ class LoadMonitor:
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._first = self._last = None
         self._spell = None
+        self._used = {}  # {pid: ticks} others used over the run
+        self._names = {}
 
     def start(self):
         self._first = self._last = Reading.now(self.root)
         self._thread.start()
         return self
 
+    def _account(self, now):
+        """Add the interval since the last reading to the run's totals; its others' share."""
+        used = others_ticks(self._last, now)
+        for pid, ticks in used.items():
+            self._used[pid] = self._used.get(pid, 0) + ticks
+            if pid in now.processes:
+                self._names[pid] = now.processes[pid][2]
+        share = max(0, sum(used.values())) / _capacity(self._last, now)
+        self._last = now
+        return share
+
     def _sample(self):
         while not self._stop.wait(self.interval):
+            before = self._last
             now = Reading.now(self.root)
-            share, _ = others_share(self._last, now)
+            share = self._account(now)
             if share > SPELL_LIMIT:
-                self.record.busy_seconds += round(now.at - self._last.at)
+                self.record.busy_seconds += round(now.at - before.at)
                 if self._spell is None:
-                    self._spell = [_stamp(self._last.at), _stamp(now.at), share]
+                    self._spell = [_stamp(before.at), _stamp(now.at), share]
                 else:
                     self._spell[1] = _stamp(now.at)
                     self._spell[2] = max(self._spell[2], share)
             elif self._spell is not None:
                 self.record.spells.append(self._spell)
                 self._spell = None
-            self._last = now
 
     def stop(self):
         self._stop.set()
         self._thread.join()
         end = Reading.now(self.root)
+        self._account(end)
         if self._spell is not None:
             self.record.spells.append(self._spell)
-        share, steal = others_share(self._first, end)
-        self.record.others_share = round(share, 4)
-        self.record.steal_share = round(steal, 4)
+        capacity = _capacity(self._first, end)
+        self.record.others_share = round(
+            min(1.0, max(0, sum(self._used.values())) / capacity), 4)
+        self.record.steal_share = round(max(0, end.steal - self._first.steal) / capacity, 4)
         self.record.seconds = round(end.at - self._first.at, 1)
         self.record.ended = _stamp(end.at)
         self.record.spells = [[a, b, round(p, 3)] for a, b, p in self.record.spells]
-        self.record.busiest = busiest(self._first, end)
+        self.record.busiest = busiest(self._used, self._names, end.at - self._first.at)
         return self.record
 
 
