@@ -138,15 +138,9 @@ def others_ticks(a, b):
     return used
 
 
-def _capacity(a, b):
-    return max((b.at - a.at) * TICKS * a.cpus, 1e-9)
-
-
-def others_share(a, b):
-    """(share of the machine's CPU time other processes used between two readings, steal
-    share)."""
-    others = max(0, sum(others_ticks(a, b).values()))
-    return min(1.0, others / _capacity(a, b)), max(0, b.steal - a.steal) / _capacity(a, b)
+def share(ticks, a, b):
+    """``ticks`` as a share of the machine's CPU time between two readings."""
+    return min(1.0, max(0, ticks) / max((b.at - a.at) * TICKS * a.cpus, 1e-9))
 
 
 def busiest(used, names, seconds, top=3):
@@ -162,9 +156,10 @@ def look(seconds=LOOK_SECONDS, root=None):
     a = Reading.now(root)
     time.sleep(seconds)
     b = Reading.now(root)
-    share, steal = others_share(a, b)
+    used = others_ticks(a, b)
     names = {pid: name for pid, (_, _, name) in b.processes.items()}
-    return share, steal, busiest(others_ticks(a, b), names, b.at - a.at)
+    return (share(sum(used.values()), a, b), share(b.steal - a.steal, a, b),
+            busiest(used, names, b.at - a.at))
 
 
 # ---------------------------------------------------------------- system checks
@@ -330,22 +325,22 @@ class LoadMonitor:
             self._used[pid] = self._used.get(pid, 0) + ticks
             if pid in now.processes:
                 self._names[pid] = now.processes[pid][2]
-        share = max(0, sum(used.values())) / _capacity(self._last, now)
+        interval = share(sum(used.values()), self._last, now)
         self._last = now
-        return share
+        return interval
 
     def _sample(self):
         while not self._stop.wait(self.interval):
             before = self._last
             now = Reading.now(self.root)
-            share = self._account(now)
-            if share > SPELL_LIMIT:
+            others = self._account(now)
+            if others > SPELL_LIMIT:
                 self.record.busy_seconds += round(now.at - before.at)
                 if self._spell is None:
-                    self._spell = [_stamp(before.at), _stamp(now.at), share]
+                    self._spell = [_stamp(before.at), _stamp(now.at), others]
                 else:
                     self._spell[1] = _stamp(now.at)
-                    self._spell[2] = max(self._spell[2], share)
+                    self._spell[2] = max(self._spell[2], others)
             elif self._spell is not None:
                 self.record.spells.append(self._spell)
                 self._spell = None
@@ -357,10 +352,9 @@ class LoadMonitor:
         self._account(end)
         if self._spell is not None:
             self.record.spells.append(self._spell)
-        capacity = _capacity(self._first, end)
-        self.record.others_share = round(
-            min(1.0, max(0, sum(self._used.values())) / capacity), 4)
-        self.record.steal_share = round(max(0, end.steal - self._first.steal) / capacity, 4)
+        first = self._first
+        self.record.others_share = round(share(sum(self._used.values()), first, end), 4)
+        self.record.steal_share = round(share(end.steal - first.steal, first, end), 4)
         self.record.seconds = round(end.at - self._first.at, 1)
         self.record.ended = _stamp(end.at)
         self.record.spells = [[a, b, round(p, 3)] for a, b, p in self.record.spells]
