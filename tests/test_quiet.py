@@ -164,11 +164,46 @@ def test_the_record_reads_quiet_only_without_load():
     start = "2026-12-01T00:00:00+00:00"
     record = quiet.LoadRecord("probe", start, others_share=0.01, seconds=600)
     assert record.quiet and record.summary().startswith("quiet")
-    # one second of a kernel thread in ten minutes is no load; seven seconds in ten minutes is
-    assert quiet.LoadRecord("probe", start, seconds=600, busy_seconds=1).quiet
-    for busy in (dict(others_share=0.2), dict(busy_seconds=7), dict(seconds=60, busy_seconds=1)):
+    # bursts are weighed, not counted: sixteen seconds of a kernel thread at 6% of the machine
+    # in ten minutes are no load, nor six seconds of one whole CPU of two; seven are, as one in
+    # a minute is
+    for calm in (dict(busy_seconds=16, burst_seconds=0.16), dict(busy_seconds=6,
+                                                                  burst_seconds=2.7)):
+        assert quiet.LoadRecord("probe", start, **{"seconds": 600, **calm}).quiet
+    for busy in (dict(others_share=0.2), dict(busy_seconds=7, burst_seconds=3.15),
+                 dict(seconds=60, busy_seconds=1, burst_seconds=0.45)):
         loaded = quiet.LoadRecord("probe", start, **{"seconds": 600, **busy})
-        assert not loaded.quiet and loaded.summary().startswith("UNDER LOAD")
+        assert not loaded.quiet and loaded.summary().startswith("UNDER LOAD"), loaded.summary()
+
+
+def test_an_older_record_without_its_bursts_is_judged_by_their_bound():
+    def spell(start, seconds, peak):
+        return [_stamp(start), _stamp(start + seconds), peak]
+
+    # the peak's excess over the spell's stamped length, plus the second the stamps cut off
+    hovering = [spell(1000.0 + 3 * i, 0, 0.06) for i in range(225)]
+    record = quiet.LoadRecord("main", _stamp(1000), seconds=744, busy_seconds=225,
+                              others_share=0.04, spells=hovering)
+    assert record.burst_share == pytest.approx(225 * 0.01 / 744) and record.quiet
+    burst = quiet.LoadRecord("main", _stamp(1000), seconds=600, busy_seconds=7,
+                             spells=[spell(1200.0, 6, 0.5)])
+    assert burst.burst_share == pytest.approx(7 * 0.45 / 600) and not burst.quiet
+    # read back from a line written before bursts were kept
+    line = json.loads(burst.to_json())
+    del line["burst_seconds"]
+    assert quiet.LoadRecord(**line) == burst
+
+
+def test_the_monitor_weighs_the_bursts_it_counts():
+    detached_busy_loop(3)
+    monitor = quiet.LoadMonitor("probe").start()
+    time.sleep(2.5)
+    record = monitor.stop()
+    # at least one sampled second of one whole CPU, beyond the limit
+    whole_cpu = 1 / (os.cpu_count() or 1)
+    assert record.busy_seconds >= 1 and record.burst_seconds is not None
+    assert record.burst_seconds >= whole_cpu - quiet.SPELL_LIMIT, record
+    assert record.burst_share == pytest.approx(record.burst_seconds / record.seconds, abs=1e-3)
 
 
 def _stamp(seconds):
