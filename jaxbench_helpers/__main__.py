@@ -9,6 +9,7 @@
     machine   this host's hardware, and which results/ names it may add results to
     install   the asv install step (pairs a jax checkout with a jaxlib)
     report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
+              ('report load': the load record's runs and why each reads quiet or busy)
     ab        interleaved A/B comparison of two commits: verdicts a noisy machine cannot fake
     bisect    find the commit of a slowdown, every step an interleaved comparison
     verify    check the history report's largest steps with interleaved A/B comparisons

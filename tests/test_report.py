@@ -719,3 +719,44 @@ def test_compare_names_the_cases_measured_under_load(tmp_path, busy_case):
     quiet.write_record(quiet.LoadRecord(busy.command, busy.started, busy.ended, busy.seconds),
                        str(folder / quiet.RECORD_NAME))
     assert load_lines() == []
+
+
+def test_the_load_report_gives_each_run_its_verdict_and_reason(tmp_path, capsys):
+    def stamp(seconds):
+        return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(
+            timespec="seconds")
+
+    folder = tmp_path / "results" / "m"
+    folder.mkdir(parents=True)
+    (folder / "machine.json").write_text(json.dumps({"machine": "m", "version": 1}))
+    path = str(folder / quiet.RECORD_NAME)
+    runs = [  # a kernel thread about the limit; a test run's minute; an older record's bound
+        quiet.LoadRecord("main", stamp(0), stamp(600), 600.0, others_share=0.02,
+                         busy_seconds=16, burst_seconds=0.16,
+                         busiest=["kdamond.0[107] 5% of a CPU"]),
+        quiet.LoadRecord("ab", stamp(1000), stamp(1600), 600.0, others_share=0.06,
+                         busy_seconds=60, burst_seconds=27.0),
+        quiet.LoadRecord("main", stamp(2000), stamp(2600), 600.0, busy_seconds=10,
+                         spells=[[stamp(2100), stamp(2109), 0.5]]),
+    ]
+    for run in runs:
+        quiet.write_record(run, path)
+    assert report.main(["load", "--results-dir", str(tmp_path / "results")]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
+    assert len(rows) == 3
+    assert rows[0].endswith("| 0.03% | quiet | kdamond.0[107] 5% of a CPU |"), rows[0]
+    assert "| 4.50% | UNDER LOAD: others overall, bursts |" in rows[1], rows[1]
+    assert "| ≤ 0.75% | UNDER LOAD: bursts |" in rows[2], rows[2]
+
+    # the committed history's record reads whole, one row a run
+    committed = os.path.join(ROOT, "results", "cpu-2core-amd-epyc-24gb", quiet.RECORD_NAME)
+    assert report.main(["load", "--record", committed]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(quiet.read_records(committed)) > 0
+
+    missing = str(tmp_path / "nowhere" / quiet.RECORD_NAME)
+    assert report.main(["load", "--record", missing]) == 1
+    assert f"no load record at {missing}" in capsys.readouterr().err
+    (folder / "bad.jsonl").write_text('{"command": "main", "spells": 3}\n')
+    assert report.main(["load", "--record", str(folder / "bad.jsonl")]) == 1
+    assert "is not a load record" in capsys.readouterr().err

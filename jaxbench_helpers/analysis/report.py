@@ -760,10 +760,68 @@ def compare_main(argv):
     return compare_exit_code(changes)
 
 
+def load_markdown(records, source):
+    """The load records as a table: each timing run, how much of the machine others used, and
+    which rule, if any, calls it under load."""
+    lines = [f"# Load records: `{source}`", "",
+             f"A run reads quiet when other processes used at most "
+             f"{markdown.percent(quiet.BUSY_LIMIT)} of the machine's CPU time over it and their "
+             f"bursts, their time beyond {markdown.percent(quiet.SPELL_LIMIT)} in the one-second "
+             f"samples above it (busy seconds), are at most "
+             f"{markdown.percent(quiet.BURST_SHARE)} of it. ≤: a record from before bursts were "
+             "kept, judged by their bound.", "",
+             "| command | started | minutes | others | steal | busy seconds | bursts "
+             "| verdict | busiest |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in records:
+        bound = "≤ " if r.burst_seconds is None else ""
+        verdict = ("unfinished" if not r.ended else "quiet" if r.quiet
+                   else f"UNDER LOAD: {', '.join(r.load_reasons)}")
+        lines.append(f"| `{markdown.cell(r.command)}` | {r.started[:19]} | {r.seconds / 60:.1f} "
+                     f"| {markdown.percent(r.others_share)} | {markdown.percent(r.steal_share)} "
+                     f"| {r.busy_seconds} | {bound}{100 * r.burst_share:.2f}% | {verdict} "
+                     f"| {markdown.cell(', '.join(r.busiest)) or '—'} |")
+    loaded = sum(1 for r in records if r.ended and not r.quiet)
+    lines += ["", f"{loaded} of {len(records)} runs under load."]
+    return "\n".join(lines) + "\n"
+
+
+def load_main(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxbench_helpers report load",
+        description="The load record beside a machine's results (quiet.jsonl): each timing "
+        "run, how busy the rest of the machine was, and why the dashboard rings its points.")
+    parser.add_argument("--results-dir", default=paths.RESULTS)
+    parser.add_argument("--machine", help="machine under --results-dir (default: the only one)")
+    parser.add_argument("--record", help=f"a {quiet.RECORD_NAME} file instead (as sensitivity "
+                        "and calibrate write in their work folders)")
+    parser.add_argument("--output", "-o", help="Markdown file (default: standard output)")
+    args = parser.parse_args(argv)
+    path = args.record or os.path.join(
+        args.results_dir, results.pick_machine(args.results_dir, args.machine),
+        quiet.RECORD_NAME)
+    if not os.path.isfile(path):
+        raise ReportError(f"no load record at {path}: a timing command writes "
+                          f"{quiet.RECORD_NAME} beside the results it makes")
+    try:
+        records = quiet.read_records(path)
+    except (ValueError, TypeError) as err:
+        raise ReportError(f"{path} is not a load record ({err}); its lines are the JSON "
+                          "records timing commands write") from None
+    markdown.write(load_markdown(records, path), args.output)
+    return 0
+
+
 def main(argv=None):
     from asv.util import UserError
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["load"]:
+        try:
+            return load_main(argv[1:])
+        except (ReportError, OSError) as err:
+            print(f"jaxbench report: {err}", file=sys.stderr)
+            return 1
     comparing = bool(argv) and argv[0] == "compare"
     try:
         return compare_main(argv[1:]) if comparing else history_main(argv)
