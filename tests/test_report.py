@@ -757,6 +757,8 @@ def test_the_load_report_gives_each_run_its_verdict_and_reason(tmp_path, capsys)
     missing = str(tmp_path / "nowhere" / quiet.RECORD_NAME)
     assert report.main(["load", "--record", missing]) == 1
     assert f"no load record at {missing}" in capsys.readouterr().err
-    (folder / "bad.jsonl").write_text('{"command": "main", "spells": 3}\n')
-    assert report.main(["load", "--record", str(folder / "bad.jsonl")]) == 1
-    assert "is not a load record" in capsys.readouterr().err
+    for bad in ('{"command": "main", "spells": 3}', '{"command": "main", "started": "'
+                + stamp(0) + '", "seconds": 60, "spells": 3}', "[1, 2]", "not json"):
+        (folder / "bad.jsonl").write_text(bad + "\n")
+        assert report.main(["load", "--record", str(folder / "bad.jsonl")]) == 1, bad
+        assert "is not a load record" in capsys.readouterr().err, bad

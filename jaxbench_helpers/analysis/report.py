@@ -804,11 +804,11 @@ def load_main(argv):
         raise ReportError(f"no load record at {path}: a timing command writes "
                           f"{quiet.RECORD_NAME} beside the results it makes")
     try:
-        records = quiet.read_records(path)
-    except (ValueError, TypeError) as err:
+        text = load_markdown(quiet.read_records(path), path)
+    except (ValueError, TypeError, AttributeError) as err:
         raise ReportError(f"{path} is not a load record ({err}); its lines are the JSON "
                           "records timing commands write") from None
-    markdown.write(load_markdown(records, path), args.output)
+    markdown.write(text, args.output)
     return 0
 
 
