@@ -4,7 +4,6 @@ the commits of a repository's first-parent history.
 Shared by the reports (``report``), the calibration and the self-tests; nothing here writes.
 """
 
-import datetime
 import itertools
 import json
 import math
@@ -294,7 +293,7 @@ def measured_under_load(results_dir, machine):
     for record in quiet.read_records(os.path.join(results_dir, machine, quiet.RECORD_NAME)):
         if record.quiet or not record.ended:
             continue
-        busy.append((_epoch(record.started), _epoch(record.ended) + 1, record))
+        busy.append((quiet.epoch(record.started), quiet.epoch(record.ended) + 1, record))
     found = []
     if not busy:
         return found
@@ -313,5 +312,3 @@ def measured_under_load(results_dir, machine):
     return found
 
 
-def _epoch(stamp):
-    return datetime.datetime.fromisoformat(stamp).timestamp()

@@ -265,7 +265,8 @@ def _stamp(t):
         timespec="seconds")
 
 
-def _seconds(stamp):
+def epoch(stamp):
+    """A record's ISO time stamp in seconds since the epoch."""
     return datetime.datetime.fromisoformat(stamp).timestamp()
 
 
@@ -299,7 +300,7 @@ class LoadRecord:
         """
         burst = self.burst_seconds
         if burst is None:
-            burst = sum((peak - SPELL_LIMIT) * (_seconds(end) - _seconds(start) + 1)
+            burst = sum((peak - SPELL_LIMIT) * (epoch(end) - epoch(start) + 1)
                         for start, end, peak in self.spells)
         return burst / max(self.seconds, 1.0)
 
