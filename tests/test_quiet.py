@@ -4,6 +4,7 @@
 descendant of the test), "our" load from a child of the test: only the first may count.
 """
 
+import dataclasses
 import datetime
 import glob
 import json
@@ -211,14 +212,14 @@ def _stamp(seconds):
         timespec="seconds")
 
 
-def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the_results(
-        tmp_path):
+def _history_without_record(tmp_path):
+    """The committed history's results copied into tmp_path without their load record, and
+    {(commit, benchmark): (start, end)} in seconds, from the result files' own columns."""
     machine = "cpu-2core-amd-epyc-24gb"
     source = os.path.join(ROOT, "results")
     shutil.copytree(os.path.join(source, machine), tmp_path / machine,
                     ignore=shutil.ignore_patterns(quiet.RECORD_NAME))
     shutil.copy(os.path.join(source, "benchmarks.json"), tmp_path)
-    # {(commit, benchmark): (start, end)} in seconds, from the result files' own columns
     spans = {}
     for path in glob.glob(str(tmp_path / machine / "*.json")):
         data = json.load(open(path))
@@ -228,6 +229,17 @@ def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the
         for name, row in data["results"].items():
             spans[data["commit_hash"], name] = (row[start] / 1000, row[start] / 1000
                                                 + (row[length] or 0))
+    return machine, spans
+
+
+def _overlapping(spans, first, last):
+    return {key for key, (start, end) in spans.items()
+            if start < last and end > first and not key[1].startswith("bench_environment.")}
+
+
+def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the_results(
+        tmp_path):
+    machine, spans = _history_without_record(tmp_path)
     ordered = sorted(spans.items(), key=lambda item: item[1][0])
     # a busy window around a fact (bench_environment) measured in the first half
     fact = next(i for i, (key, _) in enumerate(ordered)
@@ -248,8 +260,7 @@ def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the
     # the record's times are whole seconds: a span overlaps it if it overlaps those seconds
     first = datetime.datetime.fromisoformat(loaded.started).timestamp()
     last = datetime.datetime.fromisoformat(loaded.ended).timestamp() + 1
-    expected = {key for key, (start, end) in spans.items()
-                if start < last and end > first and not key[1].startswith("bench_environment.")}
+    expected = _overlapping(spans, first, last)
     assert {(r.commit_hash, name) for r, name, _ in found} == expected
     assert len(expected) >= 20 and all(record == loaded for _, _, record in found)
     assert ordered[fact][0] not in expected
@@ -257,6 +268,34 @@ def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the
     os.remove(record_path)
     quiet.write_record(calm, record_path)
     assert results.measured_under_load(str(tmp_path), machine) == []
+
+
+def test_a_run_busy_by_bursts_alone_marks_only_what_its_bursts_covered(tmp_path):
+    # a burst biases the measurements it covers, not the rest of the run
+    machine, spans = _history_without_record(tmp_path)
+    ordered = sorted(spans.values())
+    run_from, run_to = ordered[10][0], ordered[90][0]
+    burst_from, burst_to = ordered[40][0], ordered[45][0]
+    burst = quiet.LoadRecord(
+        "main", _stamp(run_from), _stamp(run_to), run_to - run_from, others_share=0.03,
+        busy_seconds=round(burst_to - burst_from), burst_seconds=0.45 * (burst_to - burst_from),
+        spells=[[_stamp(burst_from), _stamp(burst_to), 0.5]])
+    assert burst.load_reasons == ["bursts"]
+    record_path = str(tmp_path / machine / quiet.RECORD_NAME)
+    quiet.write_record(burst, record_path)
+    covered = _overlapping(spans, datetime.datetime.fromisoformat(burst.spells[0][0]).timestamp(),
+                           datetime.datetime.fromisoformat(burst.spells[0][1]).timestamp() + 1)
+    whole_run = _overlapping(spans, datetime.datetime.fromisoformat(burst.started).timestamp(),
+                             datetime.datetime.fromisoformat(burst.ended).timestamp() + 1)
+    assert len(covered) >= 5 and len(whole_run) >= len(covered) + 30
+    found = results.measured_under_load(str(tmp_path), machine)
+    assert {(r.commit_hash, name) for r, name, _ in found} == covered
+
+    # the same run under a steady load besides: every benchmark it measured
+    os.remove(record_path)
+    quiet.write_record(dataclasses.replace(burst, others_share=0.2), record_path)
+    found = results.measured_under_load(str(tmp_path), machine)
+    assert {(r.commit_hash, name) for r, name, _ in found} == whole_run
 
 
 HOLDER = textwrap.dedent("""

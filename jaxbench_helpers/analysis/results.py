@@ -284,16 +284,16 @@ def graph_params(result):
 
 def measured_under_load(results_dir, machine):
     """[(asv result, benchmark, LoadRecord)] for each benchmark of ``machine`` whose
-    measurement overlapped a timing run that the machine's load record (``quiet.jsonl``, which
-    the main job writes beside the results) calls busy: the figures a reader should not trust
-    as the release's own. Facts about the environment (versions) are left out."""
+    measurement overlapped the load of a timing run that the machine's load record
+    (``quiet.jsonl``, which the main job writes beside the results) calls busy: the whole run
+    under a steady load, the bursts' spells when bursts alone marked it
+    (``LoadRecord.busy_windows``). The figures a reader should not trust as the release's own.
+    Facts about the environment (versions) are left out."""
     from asv import results as asv_results
 
     busy = []
     for record in quiet.read_records(os.path.join(results_dir, machine, quiet.RECORD_NAME)):
-        if record.quiet or not record.ended:
-            continue
-        busy.append((quiet.epoch(record.started), quiet.epoch(record.ended) + 1, record))
+        busy.extend((first, last, record) for first, last in record.busy_windows)
     found = []
     if not busy:
         return found

@@ -318,6 +318,18 @@ class LoadRecord:
     def quiet(self):
         return not self.load_reasons
 
+    @property
+    def busy_windows(self):
+        """[(first, last)] epoch seconds of a busy run where its load fell: the whole run under
+        a steady load; under bursts alone their spells only, since a burst biases the
+        measurements it covers and not the rest (results/LOAD-RECORDS.md). [] when quiet."""
+        if self.quiet or not self.ended:
+            return []
+        if "others overall" in self.load_reasons or not self.spells:
+            return [(epoch(self.started), epoch(self.ended) + 1)]
+        # a spell's stamps are whole seconds: its last sample ends within the second after
+        return [(epoch(start), epoch(end) + 1) for start, end, _ in self.spells]
+
     def summary(self):
         state = "quiet" if self.quiet else "UNDER LOAD"
         text = (f"{state}: other processes used {100 * self.others_share:.1f}% of the "
