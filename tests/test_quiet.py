@@ -258,9 +258,7 @@ def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the
 
     found = results.measured_under_load(str(tmp_path), machine)
     # the record's times are whole seconds: a span overlaps it if it overlaps those seconds
-    first = datetime.datetime.fromisoformat(loaded.started).timestamp()
-    last = datetime.datetime.fromisoformat(loaded.ended).timestamp() + 1
-    expected = _overlapping(spans, first, last)
+    expected = _overlapping(spans, quiet.epoch(loaded.started), quiet.epoch(loaded.ended) + 1)
     assert {(r.commit_hash, name) for r, name, _ in found} == expected
     assert len(expected) >= 20 and all(record == loaded for _, _, record in found)
     assert ordered[fact][0] not in expected
@@ -283,10 +281,9 @@ def test_a_run_busy_by_bursts_alone_marks_only_what_its_bursts_covered(tmp_path)
     assert burst.load_reasons == ["bursts"]
     record_path = str(tmp_path / machine / quiet.RECORD_NAME)
     quiet.write_record(burst, record_path)
-    covered = _overlapping(spans, datetime.datetime.fromisoformat(burst.spells[0][0]).timestamp(),
-                           datetime.datetime.fromisoformat(burst.spells[0][1]).timestamp() + 1)
-    whole_run = _overlapping(spans, datetime.datetime.fromisoformat(burst.started).timestamp(),
-                             datetime.datetime.fromisoformat(burst.ended).timestamp() + 1)
+    (spell_from, spell_to, _), = burst.spells
+    covered = _overlapping(spans, quiet.epoch(spell_from), quiet.epoch(spell_to) + 1)
+    whole_run = _overlapping(spans, quiet.epoch(burst.started), quiet.epoch(burst.ended) + 1)
     assert len(covered) >= 5 and len(whole_run) >= len(covered) + 30
     found = results.measured_under_load(str(tmp_path), machine)
     assert {(r.commit_hash, name) for r, name, _ in found} == covered
