@@ -325,7 +325,7 @@ class LoadRecord:
         measurements it covers and not the rest (results/LOAD-RECORDS.md). [] when quiet."""
         if self.quiet or not self.ended:
             return []
-        if "others overall" in self.load_reasons or not self.spells:
+        if self.others_share > BUSY_LIMIT or not self.spells:
             return [(epoch(self.started), epoch(self.ended) + 1)]
         # a spell's stamps are whole seconds: its last sample ends within the second after
         return [(epoch(start), epoch(end) + 1) for start, end, _ in self.spells]
@@ -401,11 +401,11 @@ class LoadMonitor:
         first = self._first
         self.record.others_share = round(share(sum(self._used.values()), first, end), 4)
         self.record.steal_share = round(share(end.steal - first.steal, first, end), 4)
-        self.record.seconds = round(end.at - self._first.at, 1)
+        self.record.seconds = round(end.at - first.at, 1)
         self.record.ended = _stamp(end.at)
         self.record.spells = [[a, b, round(p, 3)] for a, b, p in self.record.spells]
         self.record.burst_seconds = round(self.record.burst_seconds, 3)
-        self.record.busiest = busiest(self._used, self._names, end.at - self._first.at)
+        self.record.busiest = busiest(self._used, self._names, end.at - first.at)
         return self.record
 
 
