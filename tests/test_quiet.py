@@ -232,9 +232,12 @@ def _history_without_record(tmp_path):
     return machine, spans
 
 
-def _overlapping(spans, first, last):
-    return {key for key, (start, end) in spans.items()
-            if start < last and end > first and not key[1].startswith("bench_environment.")}
+def _overlapping(spans, first, last, timed_only=True):
+    """The (commit, benchmark) keys whose span overlaps first..last: of timed benchmarks, those
+    a busy machine moves, unless timed_only is False."""
+    units = results.load_units(os.path.join(ROOT, "results"))
+    return {key for key, (start, end) in spans.items() if start < last and end > first
+            and (results.timed(results.unit_of(key[1], units)) or not timed_only)}
 
 
 def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the_results(
@@ -260,6 +263,10 @@ def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the
     # the record's times are whole seconds: a span overlaps it if it overlaps those seconds
     expected = _overlapping(spans, quiet.epoch(loaded.started), quiet.epoch(loaded.ended) + 1)
     assert {(r.commit_hash, name) for r, name, _ in found} == expected
+    # counts and sizes measured then are left out: load does not move them
+    everything = _overlapping(spans, quiet.epoch(loaded.started), quiet.epoch(loaded.ended) + 1,
+                              timed_only=False)
+    assert any(not name.startswith("bench_environment.") for _, name in everything - expected)
     assert len(expected) >= 20 and all(record == loaded for _, _, record in found)
     assert ordered[fact][0] not in expected
 
@@ -294,6 +301,29 @@ def test_a_run_busy_by_bursts_alone_marks_only_what_its_bursts_covered(tmp_path)
     found = results.measured_under_load(str(tmp_path), machine)
     assert {(r.commit_hash, name) for r, name, _ in found} == whole_run
 
+
+
+def test_a_quiet_run_marks_what_its_strong_spells_covered_and_not_a_kernel_threads(tmp_path):
+    # a whole CPU taken for seconds biases what it covers even when the run reads quiet overall
+    machine, spans = _history_without_record(tmp_path)
+    starts = sorted(start for start, _ in spans.values())
+    run_from, run_to = starts[0], starts[-1]
+    burst_from, kernel_from = starts[len(starts) // 3], starts[2 * len(starts) // 3]
+    calm = quiet.LoadRecord(
+        "main", _stamp(run_from), _stamp(run_to), run_to - run_from, others_share=0.01,
+        busy_seconds=6, burst_seconds=0.45 * 3 + 0.04 * 3,
+        spells=[[_stamp(burst_from), _stamp(burst_from + 2), 0.5],
+                [_stamp(kernel_from), _stamp(kernel_from + 2), 0.09]])
+    assert calm.quiet and len(calm.strong_spells) == 1
+    assert "which mark the measurements covered" in calm.summary()
+    record_path = str(tmp_path / machine / quiet.RECORD_NAME)
+    quiet.write_record(calm, record_path)
+    burst = _overlapping(spans, quiet.epoch(calm.spells[0][0]), quiet.epoch(calm.spells[0][1]) + 1)
+    kernel = _overlapping(spans, quiet.epoch(calm.spells[1][0]),
+                          quiet.epoch(calm.spells[1][1]) + 1)
+    assert burst and kernel - burst
+    found = results.measured_under_load(str(tmp_path), machine)
+    assert {(r.commit_hash, name) for r, name, _ in found} == burst
 
 HOLDER = textwrap.dedent("""
     import sys, time

@@ -730,7 +730,8 @@ def test_the_load_report_gives_each_run_its_verdict_and_reason(tmp_path, capsys)
     folder.mkdir(parents=True)
     (folder / "machine.json").write_text(json.dumps({"machine": "m", "version": 1}))
     path = str(folder / quiet.RECORD_NAME)
-    runs = [  # a kernel thread about the limit; a test run's minute; an older record's bound
+    runs = [  # a kernel thread about the limit; a test run's minute; an older record's bound;
+        # one short whole-CPU burst in a quiet run
         quiet.LoadRecord("main", stamp(0), stamp(600), 600.0, others_share=0.02,
                          busy_seconds=16, burst_seconds=0.16,
                          busiest=["kdamond.0[107] 5% of a CPU"]),
@@ -738,15 +739,20 @@ def test_the_load_report_gives_each_run_its_verdict_and_reason(tmp_path, capsys)
                          busy_seconds=60, burst_seconds=27.0),
         quiet.LoadRecord("main", stamp(2000), stamp(2600), 600.0, busy_seconds=10,
                          spells=[[stamp(2100), stamp(2109), 0.5]]),
+        quiet.LoadRecord("main", stamp(3000), stamp(3600), 600.0, others_share=0.01,
+                         busy_seconds=4, burst_seconds=1.4,
+                         spells=[[stamp(3100), stamp(3102), 0.5],
+                                 [stamp(3300), stamp(3300), 0.09]]),
     ]
     for run in runs:
         quiet.write_record(run, path)
     assert report.main(["load", "--results-dir", str(tmp_path / "results")]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
-    assert len(rows) == 3
+    assert len(rows) == 4
     assert rows[0].endswith("| 0.03% | quiet | kdamond.0[107] 5% of a CPU |"), rows[0]
     assert "| 4.50% | UNDER LOAD: others overall, bursts |" in rows[1], rows[1]
     assert "| ≤ 0.75% | UNDER LOAD: bursts |" in rows[2], rows[2]
+    assert "| 0.23% | quiet, 1 strong spell |" in rows[3], rows[3]
 
     # the committed history's record reads whole, one row a run
     committed = os.path.join(ROOT, "results", "cpu-2core-amd-epyc-24gb", quiet.RECORD_NAME)

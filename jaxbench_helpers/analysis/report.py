@@ -769,7 +769,10 @@ def load_markdown(records, source):
              f"bursts, their time beyond {markdown.percent(quiet.SPELL_LIMIT)} in the one-second "
              f"samples above it (busy seconds), are at most "
              f"{markdown.percent(quiet.BURST_SHARE)} of it. ≤: a record from before bursts were "
-             "kept, judged by their bound.", "",
+             "kept, judged by their bound. What a run marks: all its timed benchmarks under "
+             "others overall, the ones its spells overlap under bursts alone, and in a quiet run "
+             f"the ones its strong spells overlap, those where others reached "
+             f"{markdown.percent(quiet.RING_PEAK)} of the machine.", "",
              "| command | started | minutes | others | steal | busy seconds | bursts "
              "| verdict | busiest |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -777,6 +780,9 @@ def load_markdown(records, source):
         bound = "≤ " if r.burst_seconds is None else ""
         verdict = ("unfinished" if not r.ended else "quiet" if r.quiet
                    else f"UNDER LOAD: {', '.join(r.load_reasons)}")
+        if r.ended and r.quiet and r.strong_spells:
+            count = len(r.strong_spells)
+            verdict += f", {count} strong spell{'s' if count > 1 else ''}"
         lines.append(f"| `{markdown.cell(r.command)}` | {r.started[:19]} | {r.seconds / 60:.1f} "
                      f"| {markdown.percent(r.others_share)} | {markdown.percent(r.steal_share)} "
                      f"| {r.busy_seconds} | {bound}{100 * r.burst_share:.2f}% | {verdict} "

@@ -45,6 +45,12 @@ def direction(unit, name=""):
     return Direction("larger", "smaller", True)
 
 
+def timed(unit):
+    """Whether a busy machine moves values of this unit: times and the rates taken from them,
+    not counts, sizes or facts."""
+    return unit == "seconds" or unit.endswith("/s")
+
+
 def unit_of(name, units):
     """The unit asv recorded for benchmark ``name`` (benchmarks.json), else from its prefix."""
     unit = units.get(name)
@@ -286,9 +292,10 @@ def measured_under_load(results_dir, machine):
     """[(asv result, benchmark, LoadRecord)] for each benchmark of ``machine`` whose
     measurement overlapped the load of a timing run that the machine's load record
     (``quiet.jsonl``, which the main job writes beside the results) calls busy: the whole run
-    under a steady load, the bursts' spells when bursts alone marked it
-    (``LoadRecord.busy_windows``). The figures a reader should not trust as the release's own.
-    Facts about the environment (versions) are left out."""
+    under a steady load, the bursts' spells when bursts alone marked it, a quiet run's strong
+    spells (``LoadRecord.busy_windows``). The figures a reader should not trust as the
+    release's own: times and rates only, since counts, sizes and facts come out the same under
+    load."""
     from asv import results as asv_results
 
     busy = []
@@ -301,7 +308,7 @@ def measured_under_load(results_dir, machine):
     for result in asv_results.iter_results_for_machine(results_dir, machine):
         for name in result.get_all_result_keys():
             started = result.started_at.get(name)
-            if started is None or skipped(name, units.get(name, "")):
+            if started is None or not timed(unit_of(name, units)):
                 continue
             start = started / 1000
             end = start + (result.duration.get(name) or 0)

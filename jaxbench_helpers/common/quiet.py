@@ -43,6 +43,11 @@ SPELL_LIMIT = 0.05
 # run: weighed, not counted, so kernel threads hovering about the limit (kdamond.0 at a tenth
 # of a CPU) are no load, and one whole CPU of two for seven seconds in ten minutes is
 BURST_SHARE = 0.005
+# a spell in which others took at least this share of the machine (half a CPU of two) marks the
+# measurements it covers even in a run that reads quiet: a whole CPU taken in a burst slows what
+# it covers whatever the rest of the run held, while kernel threads' spells peak under a fifth
+# (results/LOAD-RECORDS.md)
+RING_PEAK = 0.25
 LOOK_SECONDS = 3.0
 # the load record's file name beside results
 RECORD_NAME = "quiet.jsonl"
@@ -319,16 +324,26 @@ class LoadRecord:
         return not self.load_reasons
 
     @property
+    def strong_spells(self):
+        """The spells whose others reached RING_PEAK: bursts, not a kernel thread's hovering."""
+        return [spell for spell in self.spells if spell[2] >= RING_PEAK]
+
+    @property
     def busy_windows(self):
-        """[(first, last)] epoch seconds of a busy run where its load fell: the whole run under
-        a steady load; under bursts alone their spells only, since a burst biases the
-        measurements it covers and not the rest (results/LOAD-RECORDS.md). [] when quiet."""
-        if self.quiet or not self.ended:
+        """[(first, last)] epoch seconds of a run where its load fell: the whole run under a
+        steady load; under bursts alone their spells only, since a burst biases the
+        measurements it covers and not the rest (results/LOAD-RECORDS.md); in a quiet run its
+        strong spells, which bias what they cover the same. [] when there are none."""
+        if not self.ended:
             return []
-        if self.others_share > BUSY_LIMIT or not self.spells:
+        if self.quiet:
+            spells = self.strong_spells
+        elif self.others_share > BUSY_LIMIT or not self.spells:
             return [(epoch(self.started), epoch(self.ended) + 1)]
+        else:
+            spells = self.spells
         # a spell's stamps are whole seconds: its last sample ends within the second after
-        return [(epoch(start), epoch(end) + 1) for start, end, _ in self.spells]
+        return [(epoch(start), epoch(end) + 1) for start, end, _ in spells]
 
     def summary(self):
         state = "quiet" if self.quiet else "UNDER LOAD"
@@ -338,6 +353,10 @@ class LoadRecord:
                 f"{100 * SPELL_LIMIT:.0f}%, bursts {100 * self.burst_share:.2f}% of its time")
         if self.busiest:
             text += f" (busiest: {', '.join(self.busiest)})"
+        if self.quiet and self.strong_spells:
+            count = len(self.strong_spells)
+            text += (f"; others reached {100 * RING_PEAK:.0f}% of the machine in {count} "
+                     f"spell{'s' if count > 1 else ''}, which mark the measurements covered")
         return text
 
     def to_json(self):
