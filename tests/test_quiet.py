@@ -232,12 +232,15 @@ def _history_without_record(tmp_path):
     return machine, spans
 
 
+# the committed benchmarks' units, read once
+UNITS = results.load_units(os.path.join(ROOT, "results"))
+
+
 def _overlapping(spans, first, last, timed_only=True):
     """The (commit, benchmark) keys whose span overlaps first..last: of timed benchmarks, those
     a busy machine moves, unless timed_only is False."""
-    units = results.load_units(os.path.join(ROOT, "results"))
     return {key for key, (start, end) in spans.items() if start < last and end > first
-            and (results.timed(results.unit_of(key[1], units)) or not timed_only)}
+            and (results.timed(results.unit_of(key[1], UNITS)) or not timed_only)}
 
 
 def test_the_benchmarks_a_busy_run_measured_are_found_from_the_record_beside_the_results(
@@ -300,7 +303,6 @@ def test_a_run_busy_by_bursts_alone_marks_only_what_its_bursts_covered(tmp_path)
     quiet.write_record(dataclasses.replace(burst, others_share=0.2), record_path)
     found = results.measured_under_load(str(tmp_path), machine)
     assert {(r.commit_hash, name) for r, name, _ in found} == whole_run
-
 
 
 def test_a_quiet_run_marks_what_its_strong_spells_covered_and_not_a_kernel_threads(tmp_path):

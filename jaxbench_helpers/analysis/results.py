@@ -290,10 +290,10 @@ def graph_params(result):
 
 def measured_under_load(results_dir, machine):
     """[(asv result, benchmark, LoadRecord)] for each benchmark of ``machine`` whose
-    measurement overlapped the load of a timing run that the machine's load record
-    (``quiet.jsonl``, which the main job writes beside the results) calls busy: the whole run
-    under a steady load, the bursts' spells when bursts alone marked it, a quiet run's strong
-    spells (``LoadRecord.busy_windows``). The figures a reader should not trust as the
+    measurement overlapped a window of load that the machine's load record (``quiet.jsonl``,
+    which the main job writes beside the results) marks: the whole run under a steady load,
+    the bursts' spells when bursts alone marked it, a quiet run's strong spells
+    (``LoadRecord.busy_windows``). The figures a reader should not trust as the
     release's own: times and rates only, since counts, sizes and facts come out the same under
     load."""
     from asv import results as asv_results
