@@ -17,7 +17,7 @@ import pytest
 from asv_tools import config
 
 from jaxbench_helpers.analysis import report, results
-from jaxbench_helpers.common import quiet
+from jaxbench_helpers.common import markdown, quiet
 from jaxbench_helpers.host import history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -759,6 +759,17 @@ def test_the_load_report_gives_each_run_its_verdict_and_reason(tmp_path, capsys)
     assert report.main(["load", "--record", committed]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
     assert len(rows) == len(quiet.read_records(committed)) > 0
+
+    # two strong spells read in the plural, in the record's own summary too
+    twice = quiet.LoadRecord("main", stamp(4000), stamp(4600), 600.0, others_share=0.01,
+                             busy_seconds=4, burst_seconds=1.4,
+                             spells=[[stamp(4100), stamp(4100), 0.5],
+                                     [stamp(4300), stamp(4300), 0.5]])
+    assert twice.quiet and "in 2 spells, which mark" in twice.summary(), twice.summary()
+    quiet.write_record(twice, path)
+    assert report.main(["load", "--results-dir", str(tmp_path / "results")]) == 0
+    assert "| quiet, 2 strong spells |" in capsys.readouterr().out
+    assert [markdown.counted(n, "spell") for n in (0, 1, 2)] == ["0 spells", "1 spell", "2 spells"]
 
     missing = str(tmp_path / "nowhere" / quiet.RECORD_NAME)
     assert report.main(["load", "--record", missing]) == 1

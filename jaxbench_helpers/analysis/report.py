@@ -781,8 +781,7 @@ def load_markdown(records, source):
         verdict = ("unfinished" if not r.ended else "quiet" if r.quiet
                    else f"UNDER LOAD: {', '.join(r.load_reasons)}")
         if r.ended and r.quiet and r.strong_spells:
-            count = len(r.strong_spells)
-            verdict += f", {count} strong spell{'s' if count > 1 else ''}"
+            verdict += f", {markdown.counted(len(r.strong_spells), 'strong spell')}"
         lines.append(f"| `{markdown.cell(r.command)}` | {r.started[:19]} | {r.seconds / 60:.1f} "
                      f"| {markdown.percent(r.others_share)} | {markdown.percent(r.steal_share)} "
                      f"| {r.busy_seconds} | {bound}{100 * r.burst_share:.2f}% | {verdict} "

@@ -21,5 +21,10 @@ def write(text, output, who="jaxbench"):
         sys.stdout.write(text)
 
 
+def counted(n, noun):
+    """``n`` and its noun, plural unless ``n`` is one: "1 spell", "0 spells", "3 spells"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def percent(x):
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"

@@ -30,6 +30,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
+from . import markdown
+
 LOCK_PATH_ENV = "JAXBENCH_LOCK_PATH"
 DEFAULT_LOCK_PATH = "/tmp/jaxbench-timing.lock"
 # set for the commands a lock holder starts: the holder's pid
@@ -354,9 +356,9 @@ class LoadRecord:
         if self.busiest:
             text += f" (busiest: {', '.join(self.busiest)})"
         if self.quiet and self.strong_spells:
-            count = len(self.strong_spells)
-            text += (f"; others reached {100 * RING_PEAK:.0f}% of the machine in {count} "
-                     f"spell{'s' if count > 1 else ''}, which mark the measurements covered")
+            text += (f"; others reached {100 * RING_PEAK:.0f}% of the machine in "
+                     f"{markdown.counted(len(self.strong_spells), 'spell')}, which mark the "
+                     "measurements covered")
         return text
 
     def to_json(self):

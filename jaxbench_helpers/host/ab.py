@@ -593,14 +593,14 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
         cases = cases_of(benchmarks)
         say(f"jaxbench ab: {len(cases)} cases, up to {max_rounds} rounds each (ABBA), factor "
             f"{factor}, "
-            + (f"{servers} fork server{'s' if servers > 1 else ''} a side, reused" if servers
+            + (f"{markdown.counted(servers, 'fork server')} a side, reused" if servers
                else "a new fork server a side per round"))
         for i, case in enumerate(cases, 1):
             measure(case, sides, enough=lambda e: paired.decided(e, factor),
                     max_rounds=max_rounds, min_rounds=min_rounds)
             rounds = len(case.runs["B"])
-            say(f"jaxbench ab: [{i}/{len(cases)}] {case.name}{case.params}: {rounds} "
-                f"round{'s' if rounds != 1 else ''}, {case.seconds:.1f} s")
+            say(f"jaxbench ab: [{i}/{len(cases)}] {case.name}{case.params}: "
+                f"{markdown.counted(rounds, 'round')}, {case.seconds:.1f} s")
         units = {name: b.get("unit", "") for name, b in benchmarks.items()}
         thresholds = asvconfig.read(conf_path).get("regressions_thresholds", {})
         while True:  # until every flagged case has had its second series (the drift moves)
@@ -635,7 +635,7 @@ def markdown_report(comparison, *, factor, machine):
            + f"; {comparison.seconds / 60:.1f} min")
     seconded = [c for c in comparison.cases if c.confirm_from]
     if seconded:
-        how += (f"; {len(seconded)} case{'s' if len(seconded) != 1 else ''} the first series "
+        how += (f"; {markdown.counted(len(seconded), 'case')} the first series "
                 "flagged measured again in new interpreters, a change only where both series "
                 "see it")
     if comparison.settings:

@@ -169,7 +169,7 @@ def markdown(found, seconds, *, commit, machine, profile, bench, load=None):
         if winner:
             wins.setdefault(winner, []).append(phase)
     lines += ["", "Least spread between processes: " + "; ".join(
-        f"**{s}** in {len(p)} phase{'s' if len(p) != 1 else ''} ({', '.join(sorted(p))})"
+        f"**{s}** in {md.counted(len(p), 'phase')} ({', '.join(sorted(p))})"
         for s, p in sorted(wins.items(), key=lambda kv: -len(kv[1]))) + "."]
     return "\n".join(lines) + "\n"
 
