@@ -327,6 +327,7 @@ def test_a_quiet_run_marks_what_its_strong_spells_covered_and_not_a_kernel_threa
     found = results.measured_under_load(str(tmp_path), machine)
     assert {(r.commit_hash, name) for r, name, _ in found} == burst
 
+
 HOLDER = textwrap.dedent("""
     import sys, time
     from jaxbench_helpers.common import quiet

@@ -312,10 +312,15 @@ class LoadRecord:
         return burst / max(self.seconds, 1.0)
 
     @property
+    def under_others(self):
+        """Whether others used more than BUSY_LIMIT of the machine over the whole run."""
+        return self.others_share > BUSY_LIMIT
+
+    @property
     def load_reasons(self):
         """Why the run reads under load: [] when it was quiet."""
         reasons = []
-        if self.others_share > BUSY_LIMIT:
+        if self.under_others:
             reasons.append("others overall")
         if self.burst_share > BURST_SHARE:
             reasons.append("bursts")
@@ -340,7 +345,7 @@ class LoadRecord:
             return []
         if self.quiet:
             spells = self.strong_spells
-        elif self.others_share > BUSY_LIMIT or not self.spells:
+        elif self.under_others or not self.spells:
             return [(epoch(self.started), epoch(self.ended) + 1)]
         else:
             spells = self.spells
