@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+from ..common import paths
 from ..common.paths import ROOT, VENV
 
 PYTHON = os.path.join(VENV, "bin", "python")
@@ -95,7 +96,7 @@ def reexec_inside(argv, keep_cwd=False):
     python = ensure(browser=argv[:1] == ["test"])
     env = dict(os.environ)
     if keep_cwd:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+        env = paths.project_on_path(env)
     else:
         os.chdir(ROOT)
     os.execve(python, [python, "-m", "jaxbench_helpers", *argv], env)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 
 from ..analysis import results
-from ..common import machine, quiet
+from ..common import machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import machine_name
 from ..runtime import cpu_threads
@@ -104,9 +104,7 @@ def _child(argv):
 
 def measure_process(side, samples, cpu_setting):
     """Run the loops in a fresh interpreter with JAXBENCH_CPU_THREADS=cpu_setting."""
-    env = dict(os.environ, **{cpu_threads.CPU_THREADS_ENV: cpu_setting})
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    env = paths.project_on_path(dict(os.environ, **{cpu_threads.CPU_THREADS_ENV: cpu_setting}))
     proc = subprocess.run([sys.executable, "-m", "jaxbench_helpers.selftest.noisefloor", "--child",
                            str(side), str(samples)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
