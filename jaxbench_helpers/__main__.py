@@ -17,6 +17,7 @@
     calibrate measure one commit several times: noise, asv compare's false positives, thresholds
     sensitivity plant a slowdown into one phase of a JAX release at a time: what the suite sees
     noisefloor  time hand-written loops in fresh processes, no asv: this machine's own noise
+    burstprobe  time workloads while a CPU burns in bursts: does a burst's effect outlast it?
 
 ``main`` and ``test`` first make .venv (asv, pytest, jax) and run inside it.
 """
@@ -42,6 +43,7 @@ COMMANDS = {
     "controls": "selftest.controls",
     "sensitivity": "selftest.sensitivity",
     "noisefloor": "selftest.noisefloor",
+    "burstprobe": "selftest.burstprobe",
 }
 
 
