@@ -128,6 +128,23 @@ def test_default_name_of_this_host(monkeypatch):
     assert machine.machine_name() == "named-box" and machine.machine_name("given") == "given"
 
 
+def test_a_report_names_this_host_not_the_machine_under_its_default_name(tmp_path, monkeypatch):
+    """noisefloor and burstprobe add no results, but their heading names the host: where the
+    default name's folder holds another machine's figures, the name the refusal suggests."""
+    monkeypatch.delenv("JAXBENCH_MACHINE", raising=False)
+    default = machine.default_name()
+    assert machine.report_name(results_dir=str(tmp_path)) == default
+    results, _ = asv_machine_json(tmp_path, default, cpu="Some Other CPU 9000", num_cpu=64,
+                                  ram=2**40)
+    named = machine.report_name(results_dir=str(results))
+    assert named != default
+    with pytest.raises(machine.MachineMismatch, match=f"pass --machine {re.escape(named)} "):
+        machine.check(default, str(results))
+    assert machine.report_name("given", str(results)) == "given"
+    monkeypatch.setenv("JAXBENCH_MACHINE", "named-box")
+    assert machine.report_name(results_dir=str(results)) == "named-box"
+
+
 def test_main_job_refuses_another_machines_name_before_running_anything(tmp_path):
     results, _ = asv_machine_json(tmp_path, "other-box", cpu="Some Other CPU 9000",
                                   num_cpu=64, ram=2**40)

@@ -133,6 +133,22 @@ def machine_name(given=None):
     return given or os.environ.get("JAXBENCH_MACHINE") or default_name()
 
 
+def report_name(given=None, results_dir=None):
+    """The name a report that adds no results gives this host: ``machine_name``'s, except that
+    the default name, where results_dir holds another processor's figures under it, gives way
+    to the name ``check`` would suggest (so a report never names another machine's hardware)."""
+    name = machine_name(given)
+    if given or os.environ.get("JAXBENCH_MACHINE"):
+        return name
+    from . import paths
+
+    results_dir = results_dir or paths.RESULTS
+    found, hardware = facts(), identity()
+    if _refusal(name, results_dir, found, hardware) is None:
+        return name
+    return _suggestion(name, results_dir, found, hardware)
+
+
 def describe(found):
     ram = found.get("ram")
     memory = f"{int(ram) / 2**30:.1f} GiB" if str(ram or "").isdigit() else "memory unknown"

@@ -32,7 +32,6 @@ import time
 from ..analysis import results
 from ..common import machine, paths, quiet
 from ..common import markdown as md
-from ..common.machine import machine_name
 from ..runtime import cpu_threads
 
 WORKLOADS = ("dispatch", "sort", "matmul")
@@ -283,7 +282,7 @@ def main(argv=None):
     if argv[:1] == ["--child-burn"]:
         return _burn(*map(float, argv[1:6]))
     args = parse(argv)
-    name = machine_name(args.machine)
+    name = machine.report_name(args.machine)
     try:
         with quiet.timing_session("burstprobe", allow_busy=args.allow_busy,
                                   say=lambda m: print(m, file=sys.stderr)) as monitor:

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from ..analysis import results
 from ..common import machine, paths, quiet
 from ..common import markdown as md
-from ..common.machine import machine_name
 from ..runtime import cpu_threads
 
 LOOPS = ("run", "dispatch", "numpy")
@@ -274,7 +273,7 @@ def main(argv=None):
     if argv[:1] == ["--child"]:
         return _child(argv[1:])
     args = parse(argv)
-    machine = machine_name(args.machine)
+    name = machine.report_name(args.machine)
     before = steal_ticks()
     try:
         with quiet.timing_session("noisefloor", allow_busy=args.allow_busy,
@@ -297,7 +296,7 @@ def main(argv=None):
     md.write(markdown(summarise(processes), twin=twin_disagreement(processes),
                            side=args.side, samples=args.samples,
                            cpu_setting=args.cpu_threads, cpus=processes[0]["cpus"],
-                           steal=steal, counters=hardware_counters(), machine=machine,
+                           steal=steal, counters=hardware_counters(), machine=name,
                            load=monitor.record if monitor else None),
                   args.output)
     return 0
