@@ -145,6 +145,8 @@ def probe(*, seconds, start, period, burst, side, cpu_setting):
     burner = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env)
     out, err = sampler.communicate()
+    if sampler.returncode != 0:
+        burner.kill()  # its bursts would load the machine for nothing
     burned, burn_err = burner.communicate()
     if sampler.returncode != 0:
         raise BurstProbeError(f"the sampling process exited {sampler.returncode}:\n"
