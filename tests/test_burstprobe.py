@@ -72,19 +72,20 @@ def test_ratios_are_bucket_medians_over_the_settled_pace():
             return 1.5
         return 1.1 if any(0 <= t - b < 0.5 for _, b in BURSTS) else 1.0
 
-    table = burstprobe.ratios(_samples(pace), BURSTS)
+    found = burstprobe.buckets(_samples(pace), BURSTS)
+    table = burstprobe.ratios(found, burstprobe.reference(found))
     assert table[burstprobe.DURING][1] == pytest.approx([1.5] * 3)
     assert table["0–0.5 s after"][1] == pytest.approx([1.1] * 3)
     for place in ("0.5–2 s after", "2–5 s after", "5–10 s after", "over 10 s after",
                   burstprobe.BEFORE):
         assert table[place][1] == pytest.approx([1.0] * 3)
-    assert burstprobe.reference(_samples(pace), BURSTS) == pytest.approx([1e-3, 8e-3, 2e-2])
+    assert burstprobe.reference(found) == pytest.approx([1e-3, 8e-3, 2e-2])
 
 
 def test_without_settled_samples_the_reference_is_refused():
     close = [(s, s + 0.05, 1.0, 1.0, 1.0) for s in (12.5, 14.0, 16.0)]
     with pytest.raises(burstprobe.BurstProbeError, match="lengthen --period"):
-        burstprobe.reference(close, BURSTS)
+        burstprobe.reference(burstprobe.buckets(close, BURSTS))
 
 
 def test_the_reading_follows_the_figures():

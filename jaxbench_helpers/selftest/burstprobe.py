@@ -181,30 +181,33 @@ def buckets(samples, bursts):
     return {name: rows for name, rows in found.items() if rows}
 
 
-def reference(samples, bursts):
-    """Each workload's median over the samples ``SETTLED`` s or more after a burst."""
-    settled = [times for begun, ended, *times in samples
-               if bucket_of(begun, ended, bursts) in
-               tuple(name for name, low, _ in AFTER if low >= SETTLED)]
-    if not settled:
+def settled(found):
+    """The rows of ``buckets`` ``SETTLED`` s or more after a burst."""
+    return [times for name, low, _ in AFTER if low >= SETTLED for times in found.get(name, [])]
+
+
+def reference(found):
+    """Each workload's median over the settled samples of ``buckets``."""
+    rows = settled(found)
+    if not rows:
         raise BurstProbeError(f"no sample lies {SETTLED:.0f} s or more after a burst, so "
                               "nothing tells the workloads' own pace; lengthen --period or "
                               "--seconds")
-    return [statistics.median(column) for column in zip(*settled)]
+    return [statistics.median(column) for column in zip(*rows)]
 
 
-def ratios(samples, bursts):
+def ratios(found, ref):
     """{bucket: (samples, [each workload's median / its reference])}."""
-    ref = reference(samples, bursts)
     return {name: (len(rows), [statistics.median(column) / r
                                for column, r in zip(zip(*rows), ref)])
-            for name, rows in buckets(samples, bursts).items()}
+            for name, rows in found.items()}
 
 
 def markdown(samples, bursts, facts, *, seconds, start, period, burst, side, cpu_setting,
              machine, load=None):
-    ref = reference(samples, bursts)
-    table = ratios(samples, bursts)
+    found = buckets(samples, bursts)
+    ref = reference(found)
+    table = ratios(found, ref)
     names = [f"jit dispatch, {DISPATCH_CALLS} calls", f"`np.sort` 32K ×{SORT_REPEATS}",
              f"jit {side}×{side} matmul"]
     lines = [f"# Does a burst's effect outlast it? `{machine}`", "",
@@ -218,7 +221,7 @@ def markdown(samples, bursts, facts, *, seconds, start, period, burst, side, cpu
              "| place | samples | " + " | ".join(names) + " |",
              "|---|---|" + "---|" * len(names),
              f"| median {SETTLED:.0f} s or more after (seconds) | "
-             f"{sum(table[n][0] for n, low, _ in AFTER if low >= SETTLED and n in table)} | "
+             f"{len(settled(found))} | "
              + " | ".join(results.human(r, "seconds") for r in ref) + " |"]
     for name, (count, values) in table.items():
         lines.append(f"| {name} | {count} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
@@ -283,7 +286,10 @@ def main(argv=None):
         return _sample(int(argv[1]), float(argv[2]))
     if argv[:1] == ["--child-burn"]:
         return _burn(*map(float, argv[1:6]))
-    args = parse(argv)
+    return quiet.main_guard(lambda: _run(parse(argv)))
+
+
+def _run(args):
     name = machine.report_name(args.machine)
     try:
         with quiet.timing_session("burstprobe", allow_busy=args.allow_busy,
@@ -298,9 +304,6 @@ def main(argv=None):
     except BurstProbeError as err:
         print(f"jaxbench burstprobe: {err}", file=sys.stderr)
         return 2
-    except quiet.BusyMachine as err:
-        print(f"jaxbench burstprobe: {err}", file=sys.stderr)
-        return 4
     md.write(text, args.output)
     return 0
 
