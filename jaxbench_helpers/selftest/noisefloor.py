@@ -272,7 +272,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--child"]:
         return _child(argv[1:])
-    args = parse(argv)
+    return quiet.main_guard(lambda: _run(parse(argv)))
+
+
+def _run(args):
     name = machine.report_name(args.machine)
     before = steal_ticks()
     try:
@@ -286,9 +289,6 @@ def main(argv=None):
     except NoiseFloorError as err:
         print(f"jaxbench noisefloor: {err}", file=sys.stderr)
         return 2
-    except quiet.BusyMachine as err:
-        print(f"jaxbench noisefloor: {err}", file=sys.stderr)
-        return 4
     after = steal_ticks()
     steal = None
     if before and after and after[1] > before[1]:
