@@ -19,6 +19,7 @@ import os
 import re
 import sys
 
+from . import paths
 from .asvconfig import ConfigError
 
 # the memory a VM reports moves by a few MiB between boots of the same kind
@@ -140,8 +141,6 @@ def report_name(given=None, results_dir=None):
     name = machine_name(given)
     if given or os.environ.get("JAXBENCH_MACHINE"):
         return name
-    from . import paths
-
     results_dir = results_dir or paths.RESULTS
     found, hardware = facts(), identity()
     if _refusal(name, results_dir, found, hardware) is None:
@@ -247,8 +246,6 @@ def check(name, results_dir, found=None, hardware=None):
 
 
 def _results_dir_option(results_dir):
-    from . import paths
-
     same = os.path.abspath(results_dir) == os.path.abspath(paths.RESULTS)
     return "" if same else f" --results-dir {results_dir}"
 
@@ -314,8 +311,6 @@ def ensure_described(name, results_dir=None):
     first refuse a name whose machine.json in ``results_dir`` (default: the project's
     results/) describes other hardware, since what runs here is reported under that name."""
     from asv.machine import MachineCollection
-
-    from . import paths
 
     check(name, results_dir or paths.RESULTS)
     path = MachineCollection.get_machine_file_path()
