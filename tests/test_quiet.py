@@ -353,7 +353,6 @@ def test_a_second_timing_run_waits_for_the_first_and_names_it():
     assert waited > 0.5 and "waiting" in said[0] and "holder-command" in said[0]
 
 
-
 def test_a_command_refused_by_the_lock_exits_4_naming_the_holder(capsys):
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, "2"], stdout=subprocess.PIPE,
                               text=True, env=dict(os.environ))
@@ -368,6 +367,7 @@ def test_a_command_refused_by_the_lock_exits_4_naming_the_holder(capsys):
     assert re.search(rf"^jaxbench: .*held by pid {holder.pid} \(holder-command",
                      capsys.readouterr().err)
     assert quiet.main_guard(command) == 0
+
 
 def test_commands_started_by_the_holder_inherit_the_lock():
     code = ("from jaxbench_helpers.common import quiet\n"
