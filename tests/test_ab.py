@@ -60,6 +60,8 @@ def test_the_plant_is_flagged_and_the_controls_are_not(compared):
     # the rounds alternated in ABBA order, a case needing more rounds got them
     assert "interleaved A/B" in text and "95% interval" in text
     assert "rounds, " in log
+    # both sides' shared objects were written afresh before any round (jaxlib's among them)
+    assert log.count("shared objects (") == 2 and "MiB) written afresh" in log, log
     # the flagged case was measured again, in new interpreters, and held
     assert "measured again in new interpreters" in text, text
     assert "rounds in new interpreters" in log and "Not confirmed" not in text

@@ -35,6 +35,10 @@ compare`` and the dashboard read them; the Markdown table and exit codes are tho
 ``report compare``: 1 when a benchmark got slower beyond the factor, 2 when one failed at
 HEAD, 3 when it cannot compare, 4 when the machine is busy.
 
+Each side's shared objects are written afresh once its commit is installed
+(``pagecache``): an environment installed hours before the other held jaxlib's code in
+scattered pages, and a fresh one compiled 8-13% faster for that alone.
+
 ``--same COMMIT`` compares a commit with itself (two separate builds): the A/A test of the
 procedure on this machine.
 """
@@ -54,7 +58,7 @@ from dataclasses import dataclass, field
 from ..analysis import paired, report, results
 from ..common import asvconfig, machine, markdown, quiet
 from ..common.machine import ensure_described, machine_name
-from . import pythons
+from . import pagecache, pythons
 
 DEFAULT_FACTOR = 1.10
 MAX_ROUNDS = 16
@@ -115,7 +119,16 @@ def build_side(label, name, commit, conf, repo, say):
         f"{conf.env_dir}")
     env.create()
     env.install_project(conf, repo, commit)
+    write_afresh(label, env, say)
     return Side(label, name, commit, env)
+
+
+def write_afresh(label, env, say):
+    """The environment's shared objects rewritten, so both sides' code lies in memory alike
+    however long ago each was installed (``pagecache``)."""
+    files, size = pagecache.write_afresh(env._path)
+    say(f"jaxbench ab: {label}: {markdown.counted(files, 'shared object')} "
+        f"({size / 2**20:.0f} MiB) written afresh")
 
 
 def open_spawner(side, benchmark_dir, servers):
@@ -558,13 +571,14 @@ def discover(conf, repo, side, bench):
     return benchmarks
 
 
-def reinstall(side, name, commit, conf, repo):
+def reinstall(side, name, commit, conf, repo, say=print):
     """Put another commit into ``side``'s environment and restart its fork servers (the old
     ones imported the old jax)."""
     close([side])
     side.cache_dirs, side.cache_failed = {}, {}
     side.name, side.commit = name, commit
     side.env.install_project(conf, repo, commit)
+    write_afresh(side.label, side.env, say)
     open_spawner(side, conf.benchmark_dir, side.server_cap)
 
 

@@ -123,7 +123,7 @@ def bisect(conf_path, good, bad, bench, *, params=None, factor=DEFAULT_FACTOR,
             mid = (lo + hi) // 2
             commit = candidates[mid]
             label = labels.get(commit, commit[:8])
-            ab.reinstall(sides[1], label, commit, confs["B"], repo)
+            ab.reinstall(sides[1], label, commit, confs["B"], repo, say)
             est = measure_against_good(template, sides, midpoint, max_rounds)
             slower = step.ratio > 1
             is_bad = (est.ratio > midpoint) == slower
