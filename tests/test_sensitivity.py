@@ -426,7 +426,7 @@ def test_an_interleaved_ab_trial_finds_the_plant_and_nothing_else(dispatch_plant
 
 @pytest.mark.slow
 @pytest.mark.judges_timings
-def test_bisect_names_the_planted_commit(dispatch_plant, tmp_path):
+def test_bisect_names_the_planted_commit(dispatch_plant, tmp_path, capsys):
     out = tmp_path / "bisect.md"
     rc = sensitivity.main([
         "--bisect", "--phase", "dispatch", "--fractions", "10", "--commits", "6",
@@ -436,6 +436,11 @@ def test_bisect_names_the_planted_commit(dispatch_plant, tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| dispatch |"))
     assert "| yes |" in row, text
     assert rc == 0
+    # every step wrote both sides' shared objects afresh: the good side's beside each new bad
+    fresh = [line for line in capsys.readouterr().err.splitlines()
+             if line.endswith("written afresh")]
+    sides = [line.split("jaxbench ab: ")[1][0] for line in fresh]
+    assert len(sides) >= 4 and sides.count("A") == sides.count("B"), fresh
 
 
 @pytest.mark.slow

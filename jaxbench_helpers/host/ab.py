@@ -575,9 +575,17 @@ def reinstall(side, name, commit, conf, repo, say=print):
     """Put another commit into ``side``'s environment and restart its fork servers (the old
     ones imported the old jax)."""
     close([side])
-    side.cache_dirs, side.cache_failed = {}, {}
     side.name, side.commit = name, commit
     side.env.install_project(conf, repo, commit)
+    restart(side, conf, say)
+
+
+def restart(side, conf, say=print):
+    """Write ``side``'s shared objects afresh and start its fork servers anew on them: after
+    the other side's reinstall, both sides' code is again as fresh (servers map the file they
+    found when they started)."""
+    close([side])
+    side.cache_dirs, side.cache_failed = {}, {}
     write_afresh(side.label, side.env, say)
     open_spawner(side, conf.benchmark_dir, side.server_cap)
 

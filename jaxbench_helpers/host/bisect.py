@@ -124,6 +124,7 @@ def bisect(conf_path, good, bad, bench, *, params=None, factor=DEFAULT_FACTOR,
             commit = candidates[mid]
             label = labels.get(commit, commit[:8])
             ab.reinstall(sides[1], label, commit, confs["B"], repo, say)
+            ab.restart(sides[0], confs["A"], say)  # the good side's code as fresh as B's
             est = measure_against_good(template, sides, midpoint, max_rounds)
             slower = step.ratio > 1
             is_bad = (est.ratio > midpoint) == slower

@@ -1,8 +1,8 @@
 """Rewrite an environment's shared objects so two environments' libraries lie in memory alike.
 
 The pages of a shared object that a process executes are the file's pages in the kernel's page
-cache. A file just written sits there in large folios, physically contiguous runs of pages; a
-file read back after the kernel let it go (hours after its install) sits in single pages
+cache. A file just written sits there in large folios, physically contiguous runs of pages,
+which break up over minutes; a file read back after the kernel let it go sits in single pages
 scattered over memory. XLA's compiler runs through tens of megabytes of jaxlib's code, and on
 an AMD EPYC VM it compiled a 1000x1000 matmul 8-13% faster from contiguous pages than from
 scattered ones, whichever environment held which (results/PAGE-CACHE.md). An A/B whose base
