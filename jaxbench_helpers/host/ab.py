@@ -35,7 +35,7 @@ compare`` and the dashboard read them; the Markdown table and exit codes are tho
 ``report compare``: 1 when a benchmark got slower beyond the factor, 2 when one failed at
 HEAD, 3 when it cannot compare, 4 when the machine is busy.
 
-Each side's shared objects are written afresh once its commit is installed
+Each side's shared objects are written afresh whenever its fork servers start
 (``pagecache``): an environment installed hours before the other held jaxlib's code in
 scattered pages, and a fresh one compiled 8-13% faster for that alone.
 
@@ -119,7 +119,6 @@ def build_side(label, name, commit, conf, repo, say):
         f"{conf.env_dir}")
     env.create()
     env.install_project(conf, repo, commit)
-    write_afresh(label, env, say)
     return Side(label, name, commit, env)
 
 
@@ -131,12 +130,14 @@ def write_afresh(label, env, say):
         f"({size / 2**20:.0f} MiB) written afresh")
 
 
-def open_spawner(side, benchmark_dir, servers):
-    """Start ``side``'s first fork server; the others start when a round first needs them.
-    ``servers``: how many at most (the rounds allowed, for a server per round)."""
+def open_spawner(side, benchmark_dir, servers, say=print):
+    """Write ``side``'s shared objects afresh, then start its first fork server on them; the
+    others start when a round first needs them. ``servers``: how many at most (the rounds
+    allowed, for a server per round)."""
     from asv.runner import Spawner
 
     side.benchmark_dir, side.server_cap = benchmark_dir, servers
+    write_afresh(side.label, side.env, say)
     side.new_interpreter = Spawner(side.env, benchmark_dir)
     server(side, 0)
 
@@ -185,7 +186,7 @@ def close(sides):
             util.long_path_rmtree(folder, True)
         for forkserver in side.servers:
             forkserver.close()
-        side.servers = []
+        side.servers, side.cache_dirs, side.cache_failed = [], {}, {}
 
 
 # ---------------------------------------------------------------- one case
@@ -577,17 +578,14 @@ def reinstall(side, name, commit, conf, repo, say=print):
     close([side])
     side.name, side.commit = name, commit
     side.env.install_project(conf, repo, commit)
-    restart(side, conf, say)
+    open_spawner(side, conf.benchmark_dir, side.server_cap, say)
 
 
 def restart(side, conf, say=print):
-    """Write ``side``'s shared objects afresh and start its fork servers anew on them: after
-    the other side's reinstall, both sides' code is again as fresh (servers map the file they
-    found when they started)."""
+    """New fork servers for ``side`` on its shared objects written afresh: after the other
+    side's reinstall, both sides' code is again as fresh (a server maps the file it found)."""
     close([side])
-    side.cache_dirs, side.cache_failed = {}, {}
-    write_afresh(side.label, side.env, say)
-    open_spawner(side, conf.benchmark_dir, side.server_cap)
+    open_spawner(side, conf.benchmark_dir, side.server_cap, say)
 
 
 def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_rounds=MAX_ROUNDS,
@@ -610,7 +608,7 @@ def compare(conf_path, base, head, *, bench=(), factor=DEFAULT_FACTOR, max_round
     try:
         benchmarks = discover(confs["A"], repo, sides[0], bench)
         for side in sides:
-            open_spawner(side, confs["A"].benchmark_dir, servers or max_rounds)
+            open_spawner(side, confs["A"].benchmark_dir, servers or max_rounds, say)
         numpy_same = _numpy_version(sides[0]) == _numpy_version(sides[1])
         cases = cases_of(benchmarks)
         say(f"jaxbench ab: {len(cases)} cases, up to {max_rounds} rounds each (ABBA), factor "

@@ -110,7 +110,7 @@ def bisect(conf_path, good, bad, bench, *, params=None, factor=DEFAULT_FACTOR,
         benchmarks = ab.discover(confs["A"], repo, sides[0], [bench])
         template = pick_case(benchmarks, params)
         for side in sides:
-            ab.open_spawner(side, confs["A"].benchmark_dir, max_rounds)
+            ab.open_spawner(side, confs["A"].benchmark_dir, max_rounds, say)
         # the step: BAD against GOOD, until its interval clears the factor either way
         step = measure_against_good(template, sides, factor, max_rounds)
         say(f"jaxbench bisect: {template.name}{template.params}: {bad} / {good} = "
