@@ -626,6 +626,9 @@ def test_installs_build_and_install_each_commit_anew(tmp_path, sdist_cache, caps
     log = capsys.readouterr().err
     for commit in commits:
         assert f"Installing {commit[:8]}" in log, log[-3000:]
+    # the environment run 1 built is laid out afresh before run 2, as a new install is
+    assert re.search(r"run 2 of 2 .*\n.*: [1-9]\d* shared objects \(\d+ MiB\) written afresh",
+                     log), log[-3000:]
     for i, commit in enumerate(commits, 1):
         data = json.load(open(_result_file(str(work / f"run-{i}" / "results"))))
         assert data["commit_hash"] == commit

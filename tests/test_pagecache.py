@@ -3,7 +3,7 @@ files left alone, nothing left behind."""
 
 import os
 
-from jaxbench_helpers.host import pagecache
+from jaxbench_helpers.install import pagecache
 
 
 def test_shared_objects_get_new_files_with_the_same_bytes_mode_and_times(tmp_path):
@@ -49,3 +49,9 @@ def test_the_names_it_takes_for_shared_objects():
     assert pagecache.is_shared_object("libgfortran.so.5")
     assert pagecache.is_shared_object("_multiarray_umath.cpython-312-x86_64-linux-gnu.so")
     assert not pagecache.is_shared_object("solver.py")
+
+
+def test_the_log_line_names_how_many_files_and_mebibytes(tmp_path):
+    assert pagecache.written_afresh(str(tmp_path)) == "0 shared objects (0 MiB) written afresh"
+    (tmp_path / "liba.so").write_bytes(b"\0" * (3 << 20))
+    assert pagecache.written_afresh(str(tmp_path)) == "1 shared object (3 MiB) written afresh"

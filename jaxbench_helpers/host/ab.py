@@ -58,7 +58,8 @@ from dataclasses import dataclass, field
 from ..analysis import paired, report, results
 from ..common import asvconfig, machine, markdown, quiet
 from ..common.machine import ensure_described, machine_name
-from . import pagecache, pythons
+from ..install import pagecache
+from . import pythons
 
 DEFAULT_FACTOR = 1.10
 MAX_ROUNDS = 16
@@ -125,9 +126,7 @@ def build_side(label, name, commit, conf, repo, say):
 def write_afresh(label, env, say):
     """The environment's shared objects rewritten, so both sides' code lies in memory alike
     however long ago each was installed (``pagecache``)."""
-    files, size = pagecache.write_afresh(env._path)
-    say(f"jaxbench ab: {label}: {markdown.counted(files, 'shared object')} "
-        f"({size / 2**20:.0f} MiB) written afresh")
+    say(f"jaxbench ab: {label}: {pagecache.written_afresh(env._path)}")
 
 
 def open_spawner(side, benchmark_dir, servers, say=print):

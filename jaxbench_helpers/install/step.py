@@ -5,9 +5,11 @@ and comes from the index. At any commit jax accepts ``_minimum_jaxlib_version <=
 _version`` (``jax/version.py``). This step reads those numbers from the checkout, picks one
 installable jaxlib, installs it with jax's other dependencies, then the jax wheel with
 ``--no-deps``, then ``jaxbench_helpers`` (editable, so the environment runs this checkout's
-helpers). With JAXBENCH_CUDA set (a GPU machine), the CUDA plugin and PJRT packages of exactly
-that jaxlib version come too. A commit with no installable jaxlib (or plugin) fails here, so
-asv skips it and goes on.
+helpers), and then writes every shared object in the environment afresh (``pagecache``: the
+libraries kept from earlier commits, numpy's among them, and the jaxlib pip just unpacked then
+lie in memory alike at every commit). With JAXBENCH_CUDA set (a GPU machine), the CUDA plugin
+and PJRT packages of exactly that jaxlib version come too. A commit with no installable jaxlib
+(or plugin) fails here, so asv skips it and goes on.
 
 Run by asv (see ``install_command`` in asv.conf.json) with the environment's python::
 
@@ -23,6 +25,7 @@ import zipfile
 from dataclasses import dataclass
 
 from ..runtime.versions import release
+from . import pagecache
 
 # jaxlib older than this was built against NumPy 1 and breaks under NumPy 2
 FIRST_JAXLIB_FOR_NUMPY2 = (0, 4, 26)
@@ -212,6 +215,8 @@ def main(argv=None):
             if proc.returncode:
                 print(f"jaxbench install: pip exited {proc.returncode}", file=sys.stderr)
                 return proc.returncode
+    if not args.dry_run:
+        print(f"jaxbench install: {pagecache.written_afresh(sys.prefix)}", flush=True)
     return 0
 
 

@@ -1,7 +1,8 @@
 """Noise calibration: one commit measured several times, and what asv makes of the differences.
 
 Each run is a separate ``asv run`` of the same commit into its own scratch results folder (never
-the config's own ``results_dir``)::
+the config's own ``results_dir``), the environment's shared objects written afresh before it
+as the install step leaves them (``install/pagecache.py``)::
 
     python -m jaxbench_helpers calibrate [--config C] [--commit jax-v0.10.2]
         [--runs 2 | --installs N] [--factor 1.10] [-b REGEX ...] [--profile quick]
@@ -47,6 +48,7 @@ from ..common import asvconfig, git, machine, paths, quiet
 from ..common import markdown as md
 from ..common.machine import ensure_described, machine_name
 from ..host import asvconf, history, pythons
+from ..install import pagecache
 from ..runtime import counts, profiles
 
 # asv publish's threshold where regressions_thresholds has no matching entry
@@ -479,6 +481,11 @@ def measure(conf, *, commits, machine, bench, profile, work_dir, same_python, en
             json.dump(extra, f)
         print(f"jaxbench calibrate: run {i} of {runs} ({commit}) into {results}",
               file=sys.stderr, flush=True)
+        if not same_python and os.path.isdir(conf["env_dir"]):
+            # asv installs nothing when the commit is installed already: lay the kept
+            # environment out as the install step leaves a new one
+            print(f"jaxbench calibrate: {conf['env_dir']}: "
+                  f"{pagecache.written_afresh(conf['env_dir'])}", file=sys.stderr, flush=True)
         run_asv(conf_path, commit, machine=machine, bench=bench, same_python=same_python,
                 env={**env, **extra}, echo=echo)
         folders.append(results)

@@ -8,7 +8,8 @@ an AMD EPYC VM it compiled a 1000x1000 matmul 8-13% faster from contiguous pages
 scattered ones, whichever environment held which (results/PAGE-CACHE.md). An A/B whose base
 environment was installed yesterday and whose head was installed a minute ago reads that as the
 head compiling faster. Writing every shared object of both environments afresh just before
-they are compared puts both in the same state.
+they are compared puts both in the same state; the install step does the same after each
+install, and ``calibrate`` before each run of an environment installed earlier.
 """
 
 import os
@@ -46,3 +47,10 @@ def write_afresh(root):
             files += 1
             size += os.path.getsize(path)
     return files, size
+
+
+def written_afresh(root):
+    """``write_afresh(root)``, said in words for a log line."""
+    files, size = write_afresh(root)
+    noun = "shared object" if files == 1 else "shared objects"
+    return f"{files} {noun} ({size / 2**20:.0f} MiB) written afresh"
