@@ -8,6 +8,7 @@
     serve     show a published dashboard at http://127.0.0.1:8080/ (it works offline)
     machine   this host's hardware, and which results/ names it may add results to
     install   the asv install step (pairs a jax checkout with a jaxlib)
+    afresh    write an environment's shared objects afresh, where asv installs nothing
     report    Markdown of the largest steps across releases; 'report compare BASE HEAD' for a PR
               ('report load': the load record's runs and why each reads quiet or busy)
     ab        interleaved A/B comparison of two commits: verdicts a noisy machine cannot fake
@@ -35,6 +36,7 @@ COMMANDS = {
     "serve": "host.serve",
     "machine": "host.machines",
     "install": "install.step",
+    "afresh": "install.pagecache",
     "report": "analysis.report",
     "ab": "host.ab",
     "bisect": "host.bisect",
@@ -90,7 +92,7 @@ def main(argv):
 
         if not bootstrap.inside():
             bootstrap.reexec_inside(argv)
-    elif command != "install" and not _has_asv():
+    elif command not in ("install", "afresh") and not _has_asv():
         # the other commands drive or read asv, which lives in .venv
         from .host import bootstrap
 

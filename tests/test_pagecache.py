@@ -1,8 +1,11 @@
 """Shared objects written afresh: the same bytes, mode and times in a new file, links and other
-files left alone, nothing left behind."""
+files left alone, nothing left behind; the command that does it where asv installs nothing."""
 
 import os
+import subprocess
+import sys
 
+from jaxbench_helpers.common import paths
 from jaxbench_helpers.install import pagecache
 
 
@@ -55,3 +58,36 @@ def test_the_log_line_names_how_many_files_and_mebibytes(tmp_path):
     assert pagecache.written_afresh(str(tmp_path)) == "0 shared objects (0 MiB) written afresh"
     (tmp_path / "liba.so").write_bytes(b"\0" * (3 << 20))
     assert pagecache.written_afresh(str(tmp_path)) == "1 shared object (3 MiB) written afresh"
+
+
+def _afresh(*args):
+    return subprocess.run([sys.executable, "-m", "jaxbench_helpers", "afresh", *args],
+                          cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_the_afresh_command_rewrites_each_folder_it_is_given(tmp_path):
+    env1, env2 = tmp_path / "env" / "a", tmp_path / "env" / "b"
+    for env in (env1, env2):
+        env.mkdir(parents=True)
+        (env / "liba.so").write_bytes(b"\0" * (2 << 20))
+    inodes = [os.stat(env / "liba.so").st_ino for env in (env1, env2)]
+
+    proc = _afresh(str(env1), str(env2))
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"jaxbench afresh: {env}: 1 shared object (2 MiB) written afresh" for env in (env1, env2)]
+    assert all(os.stat(env / "liba.so").st_ino != ino for env, ino in zip((env1, env2), inodes))
+
+
+def test_the_afresh_command_names_a_missing_folder_and_rewrites_nothing(tmp_path):
+    (tmp_path / "liba.so").write_bytes(b"\0" * 4096)
+    inode = os.stat(tmp_path / "liba.so").st_ino
+    missing = tmp_path / "no-env"
+
+    proc = _afresh(str(tmp_path), str(missing))
+
+    assert proc.returncode == 2
+    assert f"no such folder: {missing}" in proc.stderr and "env_dir" in proc.stderr
+    assert proc.stdout == ""
+    assert os.stat(tmp_path / "liba.so").st_ino == inode

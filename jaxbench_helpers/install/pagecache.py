@@ -10,10 +10,17 @@ environment was installed yesterday and whose head was installed a minute ago re
 head compiling faster. Writing every shared object of both environments afresh just before
 they are compared puts both in the same state; the install step does the same after each
 install, and ``calibrate`` before each run of an environment installed earlier.
+
+Where asv installs nothing, nothing writes it afresh: ``asv run`` of a commit already installed
+(``--append-samples``, a rerun of a failed commit) and ``asv run --python=same``. For those::
+
+    python3 -m jaxbench_helpers afresh .asv/env
 """
 
+import argparse
 import os
 import shutil
+import sys
 import tempfile
 
 CHUNK = 16 << 20  # large writes: the page cache takes them in large folios
@@ -54,3 +61,24 @@ def written_afresh(root):
     files, size = write_afresh(root)
     noun = "shared object" if files == 1 else "shared objects"
     return f"{files} {noun} ({size / 2**20:.0f} MiB) written afresh"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python3 -m jaxbench_helpers afresh",
+        description="Write every shared object under each DIR afresh, before timing an "
+                    "environment asv will not install into (a commit already installed, "
+                    "--python=same). Run it while nothing installs into DIR.")
+    parser.add_argument("dirs", nargs="+", metavar="DIR",
+                        help="an environment folder: asv.conf.json's env_dir (.asv/env), one "
+                             "environment in it, or the sys.prefix of the Python --python=same "
+                             "runs")
+    args = parser.parse_args(argv)
+    missing = [d for d in args.dirs if not os.path.isdir(d)]
+    if missing:
+        print(f"jaxbench afresh: no such folder: {', '.join(missing)}; give an environment "
+              "folder (asv.conf.json's env_dir, .asv/env unless changed)", file=sys.stderr)
+        return 2
+    for folder in args.dirs:
+        print(f"jaxbench afresh: {folder}: {written_afresh(folder)}", flush=True)
+    return 0
