@@ -5,10 +5,10 @@ and comes from the index. At any commit jax accepts ``_minimum_jaxlib_version <=
 _version`` (``jax/version.py``). This step reads those numbers from the checkout, picks one
 installable jaxlib, installs it with jax's other dependencies, then the jax wheel with
 ``--no-deps``, then ``jaxbench_helpers`` (editable, so the environment runs this checkout's
-helpers), and then writes every shared object in the environment afresh (``pagecache``: the
-libraries kept from earlier commits, numpy's among them, and the jaxlib pip just unpacked then
-lie in memory alike at every commit). With JAXBENCH_CUDA set (a GPU machine), the CUDA plugin
-and PJRT packages of exactly that jaxlib version come too. A commit with no installable jaxlib
+helpers). With JAXBENCH_CUDA set (a GPU machine), the CUDA plugin and PJRT packages of exactly
+that jaxlib version come too. Last, it writes every shared object in the environment afresh
+(``pagecache``: the libraries kept from earlier commits, numpy's among them, and the jaxlib pip
+just unpacked then lie in memory alike at every commit). A commit with no installable jaxlib
 (or plugin) fails here, so asv skips it and goes on.
 
 Run by asv (see ``install_command`` in asv.conf.json) with the environment's python::
