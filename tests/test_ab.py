@@ -121,3 +121,18 @@ def test_bad_input_is_named(planted, capsys):
 def test_rounds_alternate_abba():
     assert [ab.order(r) for r in range(6)] == [("A", "B"), ("B", "A"), ("B", "A"),
                                                ("A", "B"), ("A", "B"), ("B", "A")]
+
+
+def test_samples_per_process_follow_what_a_sample_is():
+    def bench(name, **attrs):
+        return {"name": f"bench_x.Case.{name}", "type": "time", **attrs}
+
+    assert ab._extra_params(bench("time_run", number=0, warmup_time=0.1)) == {
+        "repeat": list(ab.WARM_REPEAT)}
+    # a new interpreter per sample: few a process, whatever its class asks
+    assert ab._extra_params(bench("timeraw_import_jax", number=1, warmup_time=0.0,
+                                  repeat=[10, 25, 10.0])) == {
+        "repeat": list(ab.NEW_INTERPRETER_REPEAT)}
+    # one fresh object per sample: its own sampling
+    assert ab._extra_params(bench("time_compile", number=1, warmup_time=0.0)) == {}
+    assert ab._extra_params({"name": "bench_x.Case.track_peak", "type": "track"}) == {}

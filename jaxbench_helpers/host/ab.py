@@ -66,6 +66,10 @@ MAX_ROUNDS = 16
 # samples per process of a warm phase: many short processes beat few long ones here, because
 # the process, not the sample, is what the machine moves
 WARM_REPEAT = (5, 10, 1.0)
+# samples per process of a `timeraw_*` case: each sample is a new interpreter already, so a
+# round needs few; ten or more made the startup cases a fifth of a whole-suite A/A
+# (results/AA.md)
+NEW_INTERPRETER_REPEAT = (3, 3, 10.0)
 
 class ABError(RuntimeError):
     pass
@@ -265,10 +269,14 @@ class Case:
 
 
 def _extra_params(benchmark):
-    """Fewer samples per process for warm timing phases; cold phases (one fresh object per
-    sample: number 1, no warm-up) keep their own."""
-    if benchmark["type"] == "time" and not (benchmark.get("number") == 1
-                                             and not benchmark.get("warmup_time")):
+    """Fewer samples per process for warm timing phases and for `timeraw_*` cases (a new
+    interpreter a sample); other cold phases (one fresh object per sample: number 1, no
+    warm-up) keep their own."""
+    if benchmark["type"] != "time":
+        return {}
+    if benchmark["name"].rsplit(".", 1)[-1].startswith("timeraw_"):
+        return {"repeat": list(NEW_INTERPRETER_REPEAT)}
+    if not (benchmark.get("number") == 1 and not benchmark.get("warmup_time")):
         return {"repeat": list(WARM_REPEAT)}
     return {}
 
